@@ -1,0 +1,99 @@
+"""Isolation resolver (SPEC P4, R1, R6): a recall scope becomes exact store filters.
+
+The same rules are applied twice on purpose: once as the vector store's filter, so the ANN
+over-fetch is spent on visible memories only, and again on every metadata row before ranking, so a
+bug in one store's filtering can never leak a memory out of its scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from models.api import RecallRequest
+from models.domain import GLOBAL_APP, Memory
+from models.enums import Level, Status
+from models.errors import EngramError, ErrorCode
+from storage.vectors import VectorScope
+
+
+@dataclass(frozen=True, slots=True)
+class RecallFilter:
+    """Everything that decides whether one memory may be returned by one recall."""
+
+    scope: VectorScope
+    tags: frozenset[str]
+    include_archived: bool
+    as_of: datetime | None
+
+
+def resolve(request: RecallRequest) -> RecallFilter:
+    """Turn a recall request's scope and filter into store filters; 40302 for cross-app recall."""
+    if request.scope.cross_app.enabled:
+        raise EngramError(ErrorCode.CROSS_APP_NOT_ENABLED, "cross-app recall is not enabled")
+    scope = VectorScope(
+        user_id=request.user_id,
+        include_global=request.scope.include_global,
+        app_id=request.scope.app_id,
+        session_id=request.scope.session_id,
+        ownerships=frozenset(request.filter.ownership),
+        mem_types=frozenset(request.filter.mem_type),
+    )
+    return RecallFilter(
+        scope=scope,
+        tags=frozenset(request.filter.custom_tags),
+        include_archived=request.include_archived,
+        as_of=request.as_of,
+    )
+
+
+def in_scope(scope: VectorScope, memory: Memory) -> bool:
+    """True when the memory belongs to the scope's user and its level is visible from the scope."""
+    if memory.user_id != scope.user_id:
+        return False
+    if scope.ownerships and memory.ownership not in scope.ownerships:
+        return False
+    if scope.mem_types and memory.mem_type not in scope.mem_types:
+        return False
+    if memory.level is Level.GLOBAL:
+        return scope.include_global
+    if memory.level is Level.APP:
+        return scope.app_id is not None and memory.app_id == scope.app_id
+    return (
+        scope.session_id is not None
+        and memory.session_id == scope.session_id
+        and memory.app_id in (GLOBAL_APP, scope.app_id)
+    )
+
+
+def is_current(memory: Memory, now: datetime, *, include_archived: bool) -> bool:
+    """True when the memory is a currently valid, unexpired fact (R6 default)."""
+    allowed = (Status.ACTIVE, Status.ARCHIVED) if include_archived else (Status.ACTIVE,)
+    if memory.status not in allowed:
+        return False
+    if memory.invalid_at is not None and memory.invalid_at <= now:
+        return False
+    return memory.expire_at is None or memory.expire_at > now
+
+
+def was_valid_at(memory: Memory, as_of: datetime, *, include_archived: bool) -> bool:
+    """True when the fact was valid at ``as_of``: valid_at <= as_of < invalid_at (R6)."""
+    allowed = {Status.ACTIVE, Status.SUPERSEDED}
+    if include_archived:
+        allowed.add(Status.ARCHIVED)
+    if memory.status not in allowed:
+        return False
+    if memory.valid_at > as_of:
+        return False
+    return memory.invalid_at is None or as_of < memory.invalid_at
+
+
+def visible(flt: RecallFilter, memory: Memory, now: datetime) -> bool:
+    """The final gate: scope, tags and temporal validity of one memory for one recall."""
+    if not in_scope(flt.scope, memory):
+        return False
+    if flt.tags and flt.tags.isdisjoint(memory.custom_tags):
+        return False
+    if flt.as_of is not None:
+        return was_valid_at(memory, flt.as_of, include_archived=flt.include_archived)
+    return is_current(memory, now, include_archived=flt.include_archived)

@@ -1,0 +1,415 @@
+"""The in-process memory core: every write and read of one deployment's stores, free of Ray.
+
+The per-user actors (next layer) call this class and guarantee that writes for one user never run
+concurrently; that is why nothing here takes a lock. Each write commits the memory row, its
+counters, its change-log entry and the user's version in one transaction, then updates the vector
+store (DESIGN decision 3: metadata is the truth, vectors follow, reconcile repairs drift).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+import numpy as np
+
+from actors import capacity
+from actors.recall import Recaller
+from actors.views import change_view, memory_view
+from lifecycle.decay import decayed_weight, initial_weight, is_decay_exempt, recovered_weight
+from models.api import (
+    AddStructuredRequest,
+    BatchDeleteRequest,
+    ChangeLogPage,
+    ChangeLogRequest,
+    DeleteRequest,
+    DeleteResult,
+    HistoryRequest,
+    HistoryResponse,
+    MemoryCreated,
+    MemoryView,
+    RecallRequest,
+    RecallResponse,
+    UpdateRequest,
+)
+from models.domain import GLOBAL_APP, Memory, utcnow
+from models.enums import Level, OpSource, OpType, Status
+from models.errors import EngramError, ErrorCode
+from models.hashing import content_hash
+from models.ids import new_id
+from models.settings import Settings
+from storage.embedders import Embedder
+from storage.metadata import EvictionRow, MetadataStore, MetadataTx
+from storage.vectors import VectorRecord, VectorStore
+
+log = logging.getLogger(__name__)
+
+
+class MemoryService:
+    """add_structured, recall, update, delete, batch_delete, history and change_log over real stores."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        metadata: MetadataStore,
+        vectors: VectorStore,
+        embedder: Embedder,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.metadata = metadata
+        self.vectors = vectors
+        self.embedder = embedder
+        self.clock = clock
+        self.recaller = Recaller(settings, metadata, vectors, embedder, clock)
+        self._background: set[asyncio.Task[None]] = set()
+
+    # --- writes -------------------------------------------------------------------------------
+
+    async def add_structured(
+        self, request: AddStructuredRequest, *, op_source: OpSource = OpSource.USER
+    ) -> MemoryCreated:
+        """Store one ready memory (W6): dedup by content hash, enforce capacity, embed, log."""
+        now = self.clock()
+        level, app_id = _placement(request.level, request.app_id, request.session_id)
+        [vector] = await self.embedder.embed([request.content])
+        async with self.metadata.transaction() as tx:
+            cipher = await tx.cipher(request.user_id)
+            digest = content_hash(request.content, cipher.hash_key)
+            for existing in await tx.find_by_hash(request.user_id, digest):
+                if (existing.app_id, existing.level, existing.session_id, existing.ownership) == (
+                    app_id,
+                    level,
+                    request.session_id,
+                    request.ownership,
+                ):
+                    return MemoryCreated(memory_id=existing.memory_id)
+            memory = Memory(
+                memory_id=new_id(),
+                user_id=request.user_id,
+                app_id=app_id,
+                session_id=request.session_id,
+                level=level,
+                ownership=request.ownership,
+                mem_type=request.mem_type,
+                content=request.content,
+                weight=initial_weight(
+                    self.settings.weights,
+                    request.ownership,
+                    request.mem_type,
+                    is_important=request.is_important,
+                    time_bound=request.expire_at is not None,
+                ),
+                weight_at=now,
+                created_at=now,
+                updated_at=now,
+                valid_at=request.valid_at or now,
+                content_hash=digest,
+                embedding_model=self.embedder.model_name,
+                is_important=request.is_important,
+                expire_at=request.expire_at,
+                source_session_id=request.session_id,
+                source_msg_id=request.source_msg_id,
+                custom_tags=list(dict.fromkeys(request.custom_tags)),
+                source_type="structured",
+            )
+            memory.vector_ref = memory.memory_id
+            evicted = await self._make_room(tx, memory, now)
+            await tx.insert_memory(memory)
+            await tx.add_change(
+                memory, OpType.ADD, op_source, "add_structured", now, content_after=memory.content
+            )
+            await tx.add_to_counters(memory.user_id, _counter_deltas([memory], +1))
+            await tx.bump_version(memory.user_id)
+        if evicted:
+            await self.vectors.delete(evicted)
+        await self.vectors.upsert([_vector_record(memory, vector)])
+        return MemoryCreated(memory_id=memory.memory_id)
+
+    async def _make_room(self, tx: MetadataTx, memory: Memory, now: datetime) -> list[str]:
+        """Check the important limit and capacity for one new active memory; evict if needed (W8)."""
+        counts = await tx.counters(memory.user_id)
+        own, total = capacity.dimensions_for(memory.app_id)
+        if memory.is_important:
+            important_dim = capacity.important_dimension(own)
+            if not capacity.important_allowed(counts.get(important_dim, 0) + 1, own, self.settings.capacity):
+                raise EngramError(
+                    ErrorCode.IMPORTANT_LIMIT_EXCEEDED,
+                    f"at most {capacity.important_limit(own, self.settings.capacity)} important "
+                    f"memories are allowed in dimension {own!r}",
+                )
+        evicted: list[str] = []
+        for dimension, app_filter in ((own, memory.app_id), (total, None)):
+            limit = capacity.limit_for(dimension, self.settings.capacity)
+            count = counts.get(dimension, 0) - sum(1 for e in evicted if dimension == total)
+            if count < limit:
+                continue
+            rows = [
+                r for r in await tx.eviction_rows(memory.user_id, app_filter) if r.memory_id not in evicted
+            ]
+            plan = capacity.select_victims(
+                [self._candidate(r, now) for r in rows], count, limit, self.settings.capacity
+            )
+            if not plan.fits:
+                raise EngramError(
+                    ErrorCode.CAPACITY_FULL,
+                    f"dimension {dimension!r} is full ({count}/{limit}) and holds nothing evictable",
+                )
+            by_id = {r.memory_id: r for r in rows}
+            await self._evict(tx, [by_id[i] for i in plan.archive], Status.ARCHIVED, now)
+            await self._evict(tx, [by_id[i] for i in plan.delete], Status.DELETED, now)
+            evicted.extend(plan.victims)
+        return evicted
+
+    def _candidate(self, row: EvictionRow, now: datetime) -> capacity.EvictionCandidate:
+        weight = decayed_weight(
+            row.weight,
+            row.weight_at,
+            now,
+            is_important=row.is_important,
+            exempt=is_decay_exempt(row.custom_tags, self.settings.decay),
+            settings=self.settings.decay,
+        )
+        return capacity.EvictionCandidate(row.memory_id, weight, row.last_recalled_at, row.is_important)
+
+    async def _evict(
+        self, tx: MetadataTx, rows: Sequence[EvictionRow], status: Status, now: datetime
+    ) -> None:
+        if not rows:
+            return
+        user_id = rows[0].user_id
+        await tx.mark_status(user_id, [r.memory_id for r in rows], status, now)
+        op = OpType.ARCHIVE if status is Status.ARCHIVED else OpType.DELETE
+        deltas: Counter[str] = Counter()
+        for row in rows:
+            await tx.add_change(row, op, OpSource.SYSTEM, "capacity eviction", now)
+            for dimension in capacity.dimensions_for(row.app_id):
+                deltas[dimension] -= 1
+        await tx.add_to_counters(user_id, deltas)
+
+    async def update(self, request: UpdateRequest, *, op_source: OpSource = OpSource.USER) -> MemoryView:
+        """Change content and/or metadata (M1); only a content change re-embeds (W9)."""
+        now = self.clock()
+        fields = request.model_fields_set
+        content_changes = request.content is not None
+        vector = (await self.embedder.embed([request.content]))[0] if request.content is not None else None
+        async with self.metadata.transaction() as tx:
+            memory = await tx.get_memory(request.user_id, request.memory_id)
+            if memory is None or memory.status is not Status.ACTIVE or memory.content is None:
+                raise EngramError(ErrorCode.NOT_FOUND, f"no active memory {request.memory_id}")
+            before = replace(memory, custom_tags=list(memory.custom_tags))
+            current = self._decayed(memory, now)
+            if request.content is not None and request.content != memory.content:
+                cipher = await tx.cipher(memory.user_id)
+                memory.content = request.content
+                memory.content_hash = content_hash(request.content, cipher.hash_key)
+                memory.embedding_model = self.embedder.model_name
+            else:
+                content_changes = False
+            if "is_important" in fields and request.is_important is not None:
+                memory.is_important = request.is_important
+            if "expire_at" in fields:
+                memory.expire_at = request.expire_at
+            if "custom_tags" in fields and request.custom_tags is not None:
+                memory.custom_tags = list(dict.fromkeys(request.custom_tags))
+            if memory.is_important and not before.is_important:
+                own = capacity.dimension_for(memory.app_id)
+                counts = await tx.counters(memory.user_id)
+                if not capacity.important_allowed(
+                    counts.get(capacity.important_dimension(own), 0) + 1, own, self.settings.capacity
+                ):
+                    raise EngramError(
+                        ErrorCode.IMPORTANT_LIMIT_EXCEEDED,
+                        f"at most {capacity.important_limit(own, self.settings.capacity)} important "
+                        f"memories are allowed in dimension {own!r}",
+                    )
+            memory.weight = self._weight_after_update(memory, current, content_changes)
+            memory.weight_at = now
+            memory.updated_at = now
+            await tx.save_memory(memory)
+            await tx.add_change(
+                memory,
+                OpType.UPDATE,
+                op_source,
+                "update: " + ", ".join(sorted(f for f in fields if f not in {"user_id", "memory_id"})),
+                now,
+                content_before=before.content,
+                content_after=memory.content,
+            )
+            if memory.is_important != before.is_important:
+                own = capacity.important_dimension(capacity.dimension_for(memory.app_id))
+                sign = 1 if memory.is_important else -1
+                await tx.add_to_counters(
+                    memory.user_id, {own: sign, capacity.important_dimension("total"): sign}
+                )
+            await tx.bump_version(memory.user_id)
+        if content_changes and vector is not None:
+            await self.vectors.upsert([_vector_record(memory, vector)])
+        return memory_view(memory)
+
+    def _weight_after_update(self, memory: Memory, current: float, content_changed: bool) -> float:
+        base = initial_weight(
+            self.settings.weights,
+            memory.ownership,
+            memory.mem_type,
+            is_important=memory.is_important,
+            time_bound=memory.expire_at is not None,
+        )
+        # A corrected statement starts afresh at its type's weight (the seed's UPDATE rule); a mark
+        # as important lifts it to at least the important weight; other metadata keeps the weight.
+        if content_changed:
+            return base
+        if memory.is_important:
+            return max(current, self.settings.weights.important)
+        return current
+
+    async def delete(self, request: DeleteRequest, *, op_source: OpSource = OpSource.USER) -> DeleteResult:
+        """Soft-delete one memory (M2): out of recall at once; 40401 when there is none."""
+        result = await self._delete(request.user_id, [request.memory_id], op_source)
+        if not result.deleted:
+            raise EngramError(ErrorCode.NOT_FOUND, f"no memory {request.memory_id} to delete")
+        return result
+
+    async def batch_delete(
+        self, request: BatchDeleteRequest, *, op_source: OpSource = OpSource.USER
+    ) -> DeleteResult:
+        """Soft-delete many memories with one aggregated counter update (M2)."""
+        return await self._delete(request.user_id, list(dict.fromkeys(request.memory_ids)), op_source)
+
+    async def _delete(self, user_id: str, memory_ids: list[str], op_source: OpSource) -> DeleteResult:
+        now = self.clock()
+        async with self.metadata.transaction() as tx:
+            found = await tx.get_memories(user_id, memory_ids)
+            targets = [m for m in found.values() if m.status is not Status.DELETED]
+            if targets:
+                await tx.mark_status(user_id, [m.memory_id for m in targets], Status.DELETED, now)
+                for memory in targets:
+                    await tx.add_change(
+                        memory, OpType.DELETE, op_source, "delete", now, content_before=memory.content
+                    )
+                active = [m for m in targets if m.status is Status.ACTIVE]
+                await tx.add_to_counters(user_id, _counter_deltas(active, -1))
+                await tx.bump_version(user_id)
+        deleted = {m.memory_id for m in targets}
+        if deleted:
+            await self.vectors.delete(sorted(deleted))
+        return DeleteResult(
+            deleted=[i for i in memory_ids if i in deleted],
+            not_found=[i for i in memory_ids if i not in deleted],
+        )
+
+    # --- reads --------------------------------------------------------------------------------
+
+    async def recall(self, request: RecallRequest) -> RecallResponse:
+        """The most relevant visible memories (R1-R6); hit bookkeeping runs after the answer (R4)."""
+        outcome = await self.recaller.recall(request)
+        if outcome.hit_ids:
+            task = asyncio.create_task(
+                self.record_recall_hits(request.user_id, outcome.hit_ids, self.clock())
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return outcome.response
+
+    async def record_recall_hits(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
+        """R4: count the hit, reset the decay clock and recover weight up to the type's initial."""
+        async with self.metadata.transaction() as tx:
+            for memory in (await tx.get_memories(user_id, memory_ids)).values():
+                if memory.status is not Status.ACTIVE or memory.content is None:
+                    continue
+                cap = initial_weight(
+                    self.settings.weights,
+                    memory.ownership,
+                    memory.mem_type,
+                    is_important=memory.is_important,
+                    time_bound=memory.expire_at is not None,
+                )
+                await tx.record_recall_hit(
+                    user_id,
+                    memory.memory_id,
+                    weight=recovered_weight(
+                        self._decayed(memory, at), self.settings.recall.delta_recall, cap
+                    ),
+                    at=at,
+                    recall_count=memory.recall_count + 1,
+                )
+            await tx.bump_version(user_id)
+
+    async def drain(self) -> None:
+        """Wait for background recall-hit bookkeeping (tests, shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    async def history(self, request: HistoryRequest) -> HistoryResponse:
+        """One memory and its full change chain, oldest first (M3)."""
+        async with self.metadata.transaction() as tx:
+            memory = await tx.get_memory(request.user_id, request.memory_id)
+            if memory is None:
+                raise EngramError(ErrorCode.NOT_FOUND, f"no memory {request.memory_id}")
+            changes = await tx.history(request.user_id, request.memory_id)
+        return HistoryResponse(
+            memory=memory_view(memory, self._decayed(memory, self.clock())),
+            changes=[change_view(c) for c in changes],
+        )
+
+    async def change_log(self, request: ChangeLogRequest) -> ChangeLogPage:
+        """The user's changes by dimension and time range, newest first, paginated (M3)."""
+        async with self.metadata.transaction() as tx:
+            entries = await tx.change_log(
+                request.user_id,
+                app_id=request.app_id,
+                op_type=request.op_type,
+                since=request.since,
+                until=request.until,
+                before_change_id=int(request.cursor) if request.cursor else None,
+                limit=request.limit,
+            )
+        next_cursor = str(entries[-1].change_id) if len(entries) == request.limit else None
+        return ChangeLogPage(changes=[change_view(e) for e in entries], next_cursor=next_cursor)
+
+    def _decayed(self, memory: Memory, now: datetime) -> float:
+        return decayed_weight(
+            memory.weight,
+            memory.weight_at,
+            now,
+            is_important=memory.is_important,
+            exempt=is_decay_exempt(memory.custom_tags, self.settings.decay),
+            settings=self.settings.decay,
+        )
+
+
+def _placement(level: Level | None, app_id: str | None, session_id: str | None) -> tuple[Level, str]:
+    """The level a memory is stored at and its app_id ("" for global memories, D1)."""
+    if level is None:
+        level = Level.APP if app_id else Level.GLOBAL
+    if level is Level.GLOBAL:
+        return level, GLOBAL_APP
+    return level, app_id or GLOBAL_APP
+
+
+def _counter_deltas(memories: Sequence[Memory], sign: int) -> Counter[str]:
+    """Counter changes for adding (+1) or removing (-1) active memories (D3)."""
+    deltas: Counter[str] = Counter()
+    for memory in memories:
+        for dimension in capacity.dimensions_for(memory.app_id):
+            deltas[dimension] += sign
+            if memory.is_important:
+                deltas[capacity.important_dimension(dimension)] += sign
+    return deltas
+
+
+def _vector_record(memory: Memory, vector: np.ndarray) -> VectorRecord:
+    return VectorRecord(
+        memory_id=memory.memory_id,
+        user_id=memory.user_id,
+        app_id=memory.app_id,
+        session_id=memory.session_id,
+        level=memory.level,
+        ownership=memory.ownership,
+        mem_type=memory.mem_type,
+        vector=vector,
+    )

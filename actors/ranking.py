@@ -1,0 +1,65 @@
+"""Recall ranking (R2): over-fetch size, cosine-to-relevance mapping and the two-stage rank."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from models.settings import RecallSettings
+
+
+@dataclass(frozen=True, slots=True)
+class RankInput:
+    """One ANN hit: its relevance in [0, 1] and its weight decayed to now (R3)."""
+
+    memory_id: str
+    relevance: float
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A hit that passed stage 1, with its final score."""
+
+    memory_id: str
+    relevance: float
+    weight: float
+    score: float
+
+
+def overfetch_limit(top_k: int, settings: RecallSettings) -> int:
+    """How many ANN hits to fetch for ``top_k`` results: max(factor * top_k, minimum)."""
+    return max(settings.overfetch_factor * top_k, settings.overfetch_min)
+
+
+def cosine_to_relevance(cosine: float, settings: RecallSettings) -> float:
+    """Map cosine similarity linearly from [cosine_floor, cosine_ceiling] onto [0, 1], clipped."""
+    if math.isnan(cosine):
+        return 0.0
+    span = settings.cosine_ceiling - settings.cosine_floor
+    return min(1.0, max(0.0, (cosine - settings.cosine_floor) / span))
+
+
+def rank(
+    items: Iterable[RankInput],
+    *,
+    top_k: int,
+    min_relevance: float,
+    settings: RecallSettings,
+) -> list[Ranked]:
+    """Drop hits below ``min_relevance``, score the rest by weighted relevance and weight, keep ``top_k``."""
+    if top_k <= 0:
+        return []
+    ranked = [
+        Ranked(
+            memory_id=item.memory_id,
+            relevance=item.relevance,
+            weight=item.weight,
+            score=settings.relevance_weight * item.relevance + settings.weight_weight * item.weight,
+        )
+        for item in items
+        if item.relevance >= min_relevance
+    ]
+    ranked.sort(key=lambda r: (-r.score, -r.relevance, r.memory_id))
+    return ranked[:top_k]

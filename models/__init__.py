@@ -1,0 +1,26 @@
+"""Engram's data model: domain records, API models, error codes and Settings. No I/O here."""
+
+from models.domain import GLOBAL_APP, ChangeLogEntry, Memory, WriteTask, utcnow
+from models.enums import Level, MemType, OpSource, OpType, Ownership, Role, Status, TaskStatus
+from models.errors import EngramError, ErrorCode
+from models.settings import Settings, load_settings
+
+__all__ = [
+    "GLOBAL_APP",
+    "ChangeLogEntry",
+    "EngramError",
+    "ErrorCode",
+    "Level",
+    "MemType",
+    "Memory",
+    "OpSource",
+    "OpType",
+    "Ownership",
+    "Role",
+    "Settings",
+    "Status",
+    "TaskStatus",
+    "WriteTask",
+    "load_settings",
+    "utcnow",
+]

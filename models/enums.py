@@ -1,0 +1,75 @@
+"""Enumerations of the data model (SPEC D1-D4, C3)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Level(StrEnum):
+    """Scope level of a memory: visible to every app, to one app, or to one session."""
+
+    GLOBAL = "GLOBAL"
+    APP = "APP"
+    SESSION = "SESSION"
+
+
+class Ownership(StrEnum):
+    """Who a memory is about: the user, or the agent itself."""
+
+    USER = "USER"
+    AGENT = "AGENT"
+
+
+class MemType(StrEnum):
+    """Cognitive type of a memory; drives its initial weight (W7)."""
+
+    SEMANTIC = "SEMANTIC"
+    EPISODIC = "EPISODIC"
+    PROCEDURAL = "PROCEDURAL"
+
+
+class Status(StrEnum):
+    """Lifecycle state. SUPERSEDED facts stay for history and ``as_of`` recall (R6)."""
+
+    ACTIVE = "ACTIVE"
+    SUPERSEDED = "SUPERSEDED"
+    ARCHIVED = "ARCHIVED"
+    DELETED = "DELETED"
+
+
+class OpType(StrEnum):
+    """Kind of change recorded in the change log (D2)."""
+
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    MERGE = "MERGE"
+    SUPERSEDE = "SUPERSEDE"
+    ARCHIVE = "ARCHIVE"
+    RESTORE = "RESTORE"
+    PURGE = "PURGE"
+
+
+class OpSource(StrEnum):
+    """Who caused a change."""
+
+    SYSTEM = "SYSTEM"
+    USER = "USER"
+    ADMIN = "ADMIN"
+
+
+class TaskStatus(StrEnum):
+    """State of an accepted asynchronous write (W2, C3)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+    FAILED = "FAILED"
+
+
+class Role(StrEnum):
+    """Author of a conversation message."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"

@@ -1,0 +1,124 @@
+"""Envelope encryption primitives (SPEC P3, DESIGN decision 9).
+
+Each user's content is sealed with AES-256-GCM under that user's data key; data keys are stored
+wrapped by a master key that a ``KeyProvider`` holds. Destroying a user's wrapped data key makes
+every copy of their content unreadable at once (crypto-shredding).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+from typing import Protocol
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+_FORMAT_VERSION = b"\x01"
+_NONCE_BYTES = 12
+KEY_BYTES = 32
+
+
+class DecryptionError(Exception):
+    """Ciphertext that cannot be opened: wrong or shredded key, or tampered data."""
+
+
+def seal(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
+    """Encrypt and authenticate ``plaintext``; ``aad`` binds it to its owner."""
+    nonce = secrets.token_bytes(_NONCE_BYTES)
+    return _FORMAT_VERSION + nonce + AESGCM(key).encrypt(nonce, plaintext, aad)
+
+
+def unseal(key: bytes, blob: bytes, aad: bytes) -> bytes:
+    """Open a blob made by ``seal`` with the same key and ``aad``."""
+    if len(blob) < 1 + _NONCE_BYTES + 16 or blob[:1] != _FORMAT_VERSION:
+        raise DecryptionError("not an Engram ciphertext")
+    nonce, body = blob[1 : 1 + _NONCE_BYTES], blob[1 + _NONCE_BYTES :]
+    try:
+        return AESGCM(key).decrypt(nonce, body, aad)
+    except InvalidTag as exc:
+        raise DecryptionError("ciphertext does not open with this key") from exc
+
+
+class KeyProvider(Protocol):
+    """Holds the master key; wraps and unwraps per-user data keys."""
+
+    @property
+    def key_id(self) -> str:
+        """A stable, non-secret name of the master key (recorded beside each wrapped key)."""
+        ...
+
+    def wrap(self, data_key: bytes, user_id: str) -> bytes:
+        """Encrypt a data key for storage."""
+        ...
+
+    def unwrap(self, wrapped: bytes, user_id: str) -> bytes:
+        """Recover a data key wrapped by ``wrap``."""
+        ...
+
+
+class LocalKeyFileProvider:
+    """Master key in a local file (mode 0600), created with a random key on first use."""
+
+    def __init__(self, path: Path) -> None:
+        self._key = _load_or_create_key_file(path)
+        self._key_id = hashlib.sha256(b"engram-master-key-id:" + self._key).hexdigest()[:16]
+
+    @property
+    def key_id(self) -> str:
+        """Fingerprint of the master key (not the key)."""
+        return self._key_id
+
+    def wrap(self, data_key: bytes, user_id: str) -> bytes:
+        """Seal ``data_key`` under the master key, bound to ``user_id``."""
+        return seal(self._key, data_key, _wrap_aad(user_id))
+
+    def unwrap(self, wrapped: bytes, user_id: str) -> bytes:
+        """Open a wrapped data key."""
+        return unseal(self._key, wrapped, _wrap_aad(user_id))
+
+
+def _wrap_aad(user_id: str) -> bytes:
+    return b"engram-dek:" + user_id.encode()
+
+
+def _load_or_create_key_file(path: Path) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        # O_EXCL: of two processes starting together, exactly one creates the key.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(base64.b64encode(secrets.token_bytes(KEY_BYTES)) + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    key = base64.b64decode(path.read_bytes().strip() or b"")
+    if len(key) != KEY_BYTES:
+        raise ValueError(f"master key file {path} does not hold a {KEY_BYTES}-byte base64 key")
+    return key
+
+
+class ContentCipher:
+    """Seals and opens one user's content with their data key."""
+
+    def __init__(self, user_id: str, data_key: bytes) -> None:
+        self._aad = b"engram-content:" + user_id.encode()
+        self._key = data_key
+        self.hash_key = hmac.new(data_key, b"engram-content-hash", hashlib.sha256).digest()
+
+    def encrypt(self, text: str) -> bytes:
+        """Ciphertext of ``text``."""
+        return seal(self._key, text.encode(), self._aad)
+
+    def decrypt(self, blob: bytes) -> str | None:
+        """Plaintext of ``blob``, or None when it cannot be opened (e.g. written under a shredded key)."""
+        try:
+            return unseal(self._key, blob, self._aad).decode()
+        except DecryptionError:
+            return None

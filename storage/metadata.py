@@ -1,0 +1,411 @@
+"""The metadata store: memories, change log, counters and versions on SQLAlchemy 2 async.
+
+All work happens inside a ``MetadataTx`` so that a memory row, its counters and its change-log
+entry commit together (DESIGN decision 3). Content is encrypted here, on the way in and out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, and_, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from models.domain import ChangeLogEntry, Memory
+from models.enums import Level, MemType, OpSource, OpType, Ownership, Status
+from storage.crypto import ContentCipher
+from storage.keyring import KeyRing
+from storage.schema import capacity_counters, change_log, memories, user_versions
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRow:
+    """What capacity eviction needs to know of an active memory (no content)."""
+
+    memory_id: str
+    user_id: str
+    app_id: str
+    weight: float
+    weight_at: datetime
+    is_important: bool
+    last_recalled_at: datetime | None
+    custom_tags: list[str]
+
+
+class MetadataStore:
+    """Opens transactions over the metadata database."""
+
+    def __init__(self, engine: AsyncEngine, keyring: KeyRing) -> None:
+        self.engine = engine
+        self.keyring = keyring
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[MetadataTx]:
+        """One database transaction; commits on normal exit, rolls back on an exception."""
+        async with self.engine.begin() as conn:
+            yield MetadataTx(conn, self.keyring)
+
+    async def close(self) -> None:
+        """Release every pooled connection."""
+        await self.engine.dispose()
+
+
+class MetadataTx:
+    """Reads and writes of one transaction."""
+
+    def __init__(self, conn: AsyncConnection, keyring: KeyRing) -> None:
+        self.conn = conn
+        self._keyring = keyring
+
+    async def cipher(self, user_id: str) -> ContentCipher:
+        """The user's content cipher (creates their data key on first use)."""
+        return await self._keyring.cipher_for(self.conn, user_id)
+
+    async def shred(self, user_id: str) -> bool:
+        """Destroy the user's data key: all their stored content becomes unreadable."""
+        return await self._keyring.shred(self.conn, user_id)
+
+    # --- memories -----------------------------------------------------------------------------
+
+    async def insert_memory(self, memory: Memory) -> None:
+        """Insert a new memory row."""
+        await self.conn.execute(memories.insert().values(**await self._to_row(memory)))
+
+    async def save_memory(self, memory: Memory) -> None:
+        """Overwrite every column of an existing memory row."""
+        row = await self._to_row(memory)
+        await self.conn.execute(
+            update(memories)
+            .where(and_(memories.c.memory_id == memory.memory_id, memories.c.user_id == memory.user_id))
+            .values(**row)
+        )
+
+    async def get_memory(self, user_id: str, memory_id: str) -> Memory | None:
+        """One of the user's memories by id, or None (another user's id is never found)."""
+        found = await self.get_memories(user_id, [memory_id])
+        return found.get(memory_id)
+
+    async def get_memories(self, user_id: str, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """The user's memories among ``memory_ids``, keyed by id."""
+        if not memory_ids:
+            return {}
+        query = select(memories).where(
+            and_(memories.c.user_id == user_id, memories.c.memory_id.in_(list(memory_ids)))
+        )
+        return {m.memory_id: m for m in await self._load(user_id, query)}
+
+    async def find_by_hash(self, user_id: str, content_hash: str) -> list[Memory]:
+        """The user's active memories whose normalised content has this hash."""
+        query = select(memories).where(
+            and_(
+                memories.c.user_id == user_id,
+                memories.c.content_hash == content_hash,
+                memories.c.status == Status.ACTIVE.value,
+            )
+        )
+        return await self._load(user_id, query)
+
+    async def eviction_rows(self, user_id: str, app_id: str | None) -> list[EvictionRow]:
+        """Active memories of one dimension (``app_id`` "" = global, None = all) for eviction."""
+        conditions = [memories.c.user_id == user_id, memories.c.status == Status.ACTIVE.value]
+        if app_id is not None:
+            conditions.append(memories.c.app_id == app_id)
+        query = select(
+            memories.c.memory_id,
+            memories.c.app_id,
+            memories.c.weight,
+            memories.c.weight_at,
+            memories.c.is_important,
+            memories.c.last_recalled_at,
+            memories.c.custom_tags,
+        ).where(and_(*conditions))
+        rows = (await self.conn.execute(query)).mappings().all()
+        return [
+            EvictionRow(
+                memory_id=r["memory_id"],
+                user_id=user_id,
+                app_id=r["app_id"],
+                weight=r["weight"],
+                weight_at=r["weight_at"],
+                is_important=r["is_important"],
+                last_recalled_at=r["last_recalled_at"],
+                custom_tags=list(r["custom_tags"]),
+            )
+            for r in rows
+        ]
+
+    async def _load(self, user_id: str, query: Select[Any]) -> list[Memory]:
+        rows = (await self.conn.execute(query)).mappings().all()
+        if not rows:
+            return []
+        cipher = await self.cipher(user_id)
+        return [_from_row(row, cipher) for row in rows]
+
+    async def _to_row(self, memory: Memory) -> dict[str, Any]:
+        if memory.content is None:
+            raise ValueError("a memory without readable content cannot be written")
+        cipher = await self.cipher(memory.user_id)
+        return {
+            "memory_id": memory.memory_id,
+            "user_id": memory.user_id,
+            "app_id": memory.app_id,
+            "session_id": memory.session_id,
+            "level": memory.level.value,
+            "ownership": memory.ownership.value,
+            "mem_type": memory.mem_type.value,
+            "content": cipher.encrypt(memory.content),
+            "weight": memory.weight,
+            "weight_at": memory.weight_at,
+            "status": memory.status.value,
+            "is_important": memory.is_important,
+            "recall_count": memory.recall_count,
+            "created_at": memory.created_at,
+            "updated_at": memory.updated_at,
+            "last_recalled_at": memory.last_recalled_at,
+            "expire_at": memory.expire_at,
+            "archived_at": memory.archived_at,
+            "deleted_at": memory.deleted_at,
+            "content_hash": memory.content_hash,
+            "source_session_id": memory.source_session_id,
+            "source_msg_id": memory.source_msg_id,
+            "custom_tags": list(memory.custom_tags),
+            "vector_ref": memory.vector_ref,
+            "embedding_model": memory.embedding_model,
+            "valid_at": memory.valid_at,
+            "invalid_at": memory.invalid_at,
+            "superseded_by": memory.superseded_by,
+            "confidence": memory.confidence,
+            "source_type": memory.source_type,
+        }
+
+    # --- change log ---------------------------------------------------------------------------
+
+    async def mark_status(
+        self, user_id: str, memory_ids: Sequence[str], status: Status, at: datetime
+    ) -> None:
+        """Move memories to ARCHIVED or DELETED at ``at`` without touching their content."""
+        stamps: dict[str, Any] = {"status": status.value, "updated_at": at}
+        if status is Status.ARCHIVED:
+            stamps["archived_at"] = at
+        elif status is Status.DELETED:
+            stamps["deleted_at"] = at
+        else:
+            raise ValueError(f"mark_status handles ARCHIVED and DELETED, not {status}")
+        await self.conn.execute(
+            update(memories)
+            .where(and_(memories.c.user_id == user_id, memories.c.memory_id.in_(list(memory_ids))))
+            .values(**stamps)
+        )
+
+    async def record_recall_hit(
+        self, user_id: str, memory_id: str, *, weight: float, at: datetime, recall_count: int
+    ) -> bool:
+        """Store a recall hit's bookkeeping (R4) on an ACTIVE memory only; False when it is not."""
+        result = await self.conn.execute(
+            update(memories)
+            .where(
+                and_(
+                    memories.c.user_id == user_id,
+                    memories.c.memory_id == memory_id,
+                    memories.c.status == Status.ACTIVE.value,
+                )
+            )
+            .values(weight=weight, weight_at=at, last_recalled_at=at, recall_count=recall_count)
+        )
+        return bool(result.rowcount)
+
+    async def add_change(
+        self,
+        memory: Memory | EvictionRow,
+        op_type: OpType,
+        op_source: OpSource,
+        reason: str,
+        at: datetime,
+        *,
+        content_before: str | None = None,
+        content_after: str | None = None,
+    ) -> None:
+        """Append one change-log entry; contents are encrypted like the memory's."""
+        cipher = await self.cipher(memory.user_id)
+        await self.conn.execute(
+            change_log.insert().values(
+                memory_id=memory.memory_id,
+                user_id=memory.user_id,
+                app_id=memory.app_id,
+                op_type=op_type.value,
+                op_source=op_source.value,
+                op_time=at,
+                reason=reason,
+                content_before=None if content_before is None else cipher.encrypt(content_before),
+                content_after=None if content_after is None else cipher.encrypt(content_after),
+                sanitized=False,
+            )
+        )
+
+    async def history(self, user_id: str, memory_id: str) -> list[ChangeLogEntry]:
+        """Every change of one memory, oldest first."""
+        query = (
+            select(change_log)
+            .where(and_(change_log.c.user_id == user_id, change_log.c.memory_id == memory_id))
+            .order_by(change_log.c.change_id)
+        )
+        return await self._load_changes(user_id, query)
+
+    async def change_log(
+        self,
+        user_id: str,
+        *,
+        app_id: str | None = None,
+        op_type: OpType | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before_change_id: int | None = None,
+        limit: int = 50,
+    ) -> list[ChangeLogEntry]:
+        """The user's changes, newest first, filtered by dimension, op and time range."""
+        conditions = [change_log.c.user_id == user_id]
+        if app_id is not None:
+            conditions.append(change_log.c.app_id == app_id)
+        if op_type is not None:
+            conditions.append(change_log.c.op_type == op_type.value)
+        if since is not None:
+            conditions.append(change_log.c.op_time >= since)
+        if until is not None:
+            conditions.append(change_log.c.op_time < until)
+        if before_change_id is not None:
+            conditions.append(change_log.c.change_id < before_change_id)
+        query = (
+            select(change_log).where(and_(*conditions)).order_by(change_log.c.change_id.desc()).limit(limit)
+        )
+        return await self._load_changes(user_id, query)
+
+    async def _load_changes(self, user_id: str, query: Select[Any]) -> list[ChangeLogEntry]:
+        rows = (await self.conn.execute(query)).mappings().all()
+        if not rows:
+            return []
+        cipher = await self.cipher(user_id)
+        return [_change_from_row(row, cipher) for row in rows]
+
+    # --- counters and versions ----------------------------------------------------------------
+
+    async def counters(self, user_id: str) -> dict[str, int]:
+        """All capacity counters of the user, by dimension (O(1) per dimension, D3)."""
+        query = select(capacity_counters.c.dimension, capacity_counters.c.count).where(
+            capacity_counters.c.user_id == user_id
+        )
+        return dict((await self.conn.execute(query)).all())
+
+    async def add_to_counters(self, user_id: str, deltas: Mapping[str, int]) -> None:
+        """Add each delta to its dimension's counter, creating counters as needed."""
+        for dimension, delta in deltas.items():
+            if delta == 0:
+                continue
+            values = {"user_id": user_id, "dimension": dimension, "count": delta}
+            statement = _upsert(self.conn, capacity_counters, values)
+            await self.conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["user_id", "dimension"],
+                    set_={"count": capacity_counters.c.count + delta},
+                )
+            )
+
+    async def set_counters(self, user_id: str, counts: Mapping[str, int]) -> None:
+        """Overwrite counters with exact values (reconcile)."""
+        for dimension, count in counts.items():
+            values = {"user_id": user_id, "dimension": dimension, "count": count}
+            statement = _upsert(self.conn, capacity_counters, values)
+            await self.conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["user_id", "dimension"], set_={"count": count}
+                )
+            )
+
+    async def count_active(self, user_id: str) -> dict[tuple[str, bool], int]:
+        """Active memories of the user counted by (app_id, is_important), from the rows themselves."""
+        query = (
+            select(memories.c.app_id, memories.c.is_important, func.count())
+            .where(and_(memories.c.user_id == user_id, memories.c.status == Status.ACTIVE.value))
+            .group_by(memories.c.app_id, memories.c.is_important)
+        )
+        return {(app, bool(imp)): n for app, imp, n in (await self.conn.execute(query)).all()}
+
+    async def bump_version(self, user_id: str) -> int:
+        """Advance the user's change version (recall caches compare it) and return it."""
+        statement = _upsert(self.conn, user_versions, {"user_id": user_id, "version": 1})
+        await self.conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=["user_id"], set_={"version": user_versions.c.version + 1}
+            )
+        )
+        return await self.version(user_id)
+
+    async def version(self, user_id: str) -> int:
+        """The user's current change version (0 before any change)."""
+        query = select(user_versions.c.version).where(user_versions.c.user_id == user_id)
+        value = (await self.conn.execute(query)).scalar_one_or_none()
+        return int(value or 0)
+
+
+def _upsert(conn: AsyncConnection, table: Any, values: dict[str, Any]) -> Any:
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return dialect.insert(table).values(**values)
+
+
+def _from_row(row: RowMapping, cipher: ContentCipher) -> Memory:
+    return Memory(
+        memory_id=row["memory_id"],
+        user_id=row["user_id"],
+        app_id=row["app_id"],
+        session_id=row["session_id"],
+        level=Level(row["level"]),
+        ownership=Ownership(row["ownership"]),
+        mem_type=MemType(row["mem_type"]),
+        content=cipher.decrypt(bytes(row["content"])),
+        weight=row["weight"],
+        weight_at=row["weight_at"],
+        status=Status(row["status"]),
+        is_important=row["is_important"],
+        recall_count=row["recall_count"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        last_recalled_at=row["last_recalled_at"],
+        expire_at=row["expire_at"],
+        archived_at=row["archived_at"],
+        deleted_at=row["deleted_at"],
+        content_hash=row["content_hash"],
+        source_session_id=row["source_session_id"],
+        source_msg_id=row["source_msg_id"],
+        custom_tags=list(row["custom_tags"]),
+        vector_ref=row["vector_ref"],
+        embedding_model=row["embedding_model"],
+        valid_at=row["valid_at"],
+        invalid_at=row["invalid_at"],
+        superseded_by=row["superseded_by"],
+        confidence=row["confidence"],
+        source_type=row["source_type"],
+    )
+
+
+def _change_from_row(row: RowMapping, cipher: ContentCipher) -> ChangeLogEntry:
+    def _open(blob: Any) -> str | None:
+        return None if blob is None else cipher.decrypt(bytes(blob))
+
+    return ChangeLogEntry(
+        change_id=row["change_id"],
+        memory_id=row["memory_id"],
+        user_id=row["user_id"],
+        app_id=row["app_id"],
+        op_type=OpType(row["op_type"]),
+        op_source=OpSource(row["op_source"]),
+        op_time=row["op_time"],
+        reason=row["reason"],
+        content_before=_open(row["content_before"]),
+        content_after=_open(row["content_after"]),
+        sanitized=row["sanitized"],
+    )

@@ -1,0 +1,50 @@
+"""Opens every store a deployment needs from Settings, on the embedded default or servers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.settings import Settings
+from storage.crypto import KeyProvider, LocalKeyFileProvider
+from storage.database import create_engine
+from storage.embedders import Embedder, build_embedder
+from storage.keyring import KeyRing
+from storage.metadata import MetadataStore
+from storage.migrate import upgrade
+from storage.vectors import MilvusVectorStore, VectorStore
+
+
+@dataclass
+class Stores:
+    """The metadata store, the vector store and the embedder of one process."""
+
+    metadata: MetadataStore
+    vectors: VectorStore
+    embedder: Embedder
+
+    async def close(self) -> None:
+        """Close the vector store and release database connections."""
+        await self.vectors.close()
+        await self.metadata.close()
+
+
+async def open_stores(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    key_provider: KeyProvider | None = None,
+    migrate: bool = True,
+) -> Stores:
+    """Open (and by default migrate) the stores named by ``settings.storage``."""
+    storage = settings.storage
+    storage.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms)
+    if migrate:
+        await upgrade(engine)
+    provider = key_provider or LocalKeyFileProvider(storage.resolved_master_key_file())
+    embedder = embedder or build_embedder(settings.embedder)
+    vectors = MilvusVectorStore(
+        storage.resolved_milvus_uri(), storage.collection, embedder.dim, token=storage.milvus_token
+    )
+    await vectors.start()
+    return Stores(MetadataStore(engine, KeyRing(provider)), vectors, embedder)

@@ -1,0 +1,326 @@
+"""Durable vector index behind a small interface (DESIGN decision 4), Milvus / milvus-lite by default.
+
+Scope ids never reach a filter expression: they are stored and matched as keyed hashes
+(``scope_key``), so a crafted user, app or session id cannot change what a search sees (SPEC P4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+from urllib.parse import urlparse
+
+import numpy as np
+from pymilvus import DataType, MilvusClient
+
+from models.enums import Level, MemType, Ownership
+from models.ids import is_memory_id
+
+_T = TypeVar("_T")
+
+_SERVER_SCHEMES = frozenset({"http", "https", "tcp", "grpc", "unix"})
+# Milvus refuses a larger topk on a server; milvus-lite accepts it but a user never has that many rows.
+_MAX_TOPK = 16384
+# Bounds each get/delete request well below Milvus's per-query result and message limits.
+_ID_CHUNK = 1000
+
+_KEY_LEN = 32
+_ENUM_LEN = 16
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRecord:
+    """One memory's vector and the scope fields a search filters on; ``app_id`` "" means global."""
+
+    memory_id: str
+    user_id: str
+    app_id: str
+    session_id: str | None
+    level: Level
+    ownership: Ownership
+    mem_type: MemType
+    vector: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class VectorScope:
+    """What a search may see: the user's rows at the allowed levels; empty filter sets mean any."""
+
+    user_id: str
+    include_global: bool
+    app_id: str | None
+    session_id: str | None
+    ownerships: frozenset[Ownership] = frozenset()
+    mem_types: frozenset[MemType] = frozenset()
+
+
+class VectorStore(Protocol):
+    """Async interface of the durable vector index."""
+
+    async def start(self) -> None:
+        """Open the store, creating and loading the collection as needed."""
+
+    async def close(self) -> None:
+        """Release the store; safe to call twice."""
+
+    async def upsert(self, records: Sequence[VectorRecord]) -> None:
+        """Insert or replace the vectors of these memories in one batch."""
+
+    async def delete(self, memory_ids: Sequence[str]) -> None:
+        """Remove these memories' vectors; unknown ids are ignored."""
+
+    async def search(self, vector: np.ndarray, scope: VectorScope, limit: int) -> list[tuple[str, float]]:
+        """Nearest memories visible in ``scope`` as (memory_id, cosine similarity), best first."""
+
+    async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors of those ids that exist."""
+
+    async def count(self, user_id: str | None = None) -> int:
+        """Number of stored vectors, of one user or of everyone."""
+
+    async def delete_user(self, user_id: str) -> None:
+        """Remove every vector of one user."""
+
+
+def scope_key(value: str) -> str:
+    """The keyed hash under which a user, app or session id is stored and matched."""
+    return hashlib.sha256(b"engram-scope:" + value.encode()).hexdigest()[:_KEY_LEN]
+
+
+def _optional_key(value: str | None) -> str:
+    return scope_key(value) if value else ""
+
+
+def _checked_ids(memory_ids: Iterable[str]) -> list[str]:
+    ids = list(dict.fromkeys(memory_ids))
+    for memory_id in ids:
+        if not is_memory_id(memory_id):
+            raise ValueError("invalid memory id (expected 32 lowercase hex digits)")
+    return ids
+
+
+def _chunks(items: Sequence[_T], size: int) -> Iterable[Sequence[_T]]:
+    return (items[i : i + size] for i in range(0, len(items), size))
+
+
+# --- filter expressions: the only place strings enter one -------------------------------------------
+
+_SAFE_LITERAL = re.compile(r"[0-9A-Za-z_]*")
+
+
+def _lit(value: str) -> str:
+    # Only hex digests and our own enum values ever get here; anything else is a bug, never quoted.
+    if not _SAFE_LITERAL.fullmatch(value):
+        raise ValueError("refusing an unsafe literal in a filter expression")
+    return f'"{value}"'
+
+
+def _eq(field: str, value: str) -> str:
+    return f"{field} == {_lit(value)}"
+
+
+def _in(field: str, values: Iterable[str]) -> str:
+    return f"{field} in [{', '.join(_lit(v) for v in sorted(values))}]"
+
+
+def _all(*parts: str) -> str:
+    return " and ".join(f"({part})" for part in parts)
+
+
+def _any(*parts: str) -> str:
+    return " or ".join(f"({part})" for part in parts)
+
+
+def _scope_expr(scope: VectorScope) -> str | None:
+    """Filter for ``scope``, or None when no level is visible at all."""
+    levels: list[str] = []
+    if scope.include_global:
+        levels.append(_eq("level", Level.GLOBAL.value))
+    app_key = _optional_key(scope.app_id)
+    if app_key:
+        levels.append(_all(_eq("level", Level.APP.value), _eq("app_key", app_key)))
+    if scope.session_id:
+        session_app = _any(_eq("app_key", ""), _eq("app_key", app_key)) if app_key else _eq("app_key", "")
+        levels.append(
+            _all(
+                _eq("level", Level.SESSION.value),
+                _eq("session_key", scope_key(scope.session_id)),
+                session_app,
+            )
+        )
+    if not levels:
+        return None
+    parts = [_eq("user_key", _user_key(scope.user_id)), _any(*levels)]
+    if scope.ownerships:
+        parts.append(_in("ownership", (o.value for o in scope.ownerships)))
+    if scope.mem_types:
+        parts.append(_in("mem_type", (t.value for t in scope.mem_types)))
+    return _all(*parts)
+
+
+def _user_key(user_id: str) -> str:
+    if not user_id:
+        raise ValueError("user_id must not be empty")
+    return scope_key(user_id)
+
+
+# --- Milvus implementation ---------------------------------------------------------------------------
+
+
+class MilvusVectorStore:
+    """VectorStore on a Milvus server (http(s) URI) or a milvus-lite file (a path ending in ``.db``)."""
+
+    def __init__(self, uri: str, collection: str, dim: int, token: str = "") -> None:
+        if dim <= 0:
+            raise ValueError("dim must be positive")
+        self._is_server = urlparse(uri).scheme.lower() in _SERVER_SCHEMES
+        if not self._is_server and not uri.endswith(".db"):
+            raise ValueError(f"milvus-lite path must end with .db: {uri}")
+        self._uri = uri
+        self._collection = collection
+        self._dim = dim
+        self._token = token
+        self._executor: ThreadPoolExecutor | None = None
+        self._client: Any = None
+
+    async def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        # One worker thread: milvus-lite wants one owner and serialized calls, and the loop never blocks.
+        if self._executor is None:
+            raise RuntimeError("vector store is not started")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    async def start(self) -> None:
+        """Open the client, create the collection if missing, check its dim and load it."""
+        if self._executor is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-milvus")
+        try:
+            await self._call(self._open)
+        except BaseException:
+            await self.close()
+            raise
+
+    def _open(self) -> None:
+        if not self._is_server:
+            Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
+        self._client = MilvusClient(uri=self._uri, token=self._token)
+        if self._client.has_collection(self._collection):
+            self._check_dim()
+        else:
+            self._create_collection()
+        # Collections come back released after a restart.
+        self._client.load_collection(self._collection)
+
+    def _create_collection(self) -> None:
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("memory_id", DataType.VARCHAR, max_length=64, is_primary=True)
+        for field in ("user_key", "app_key", "session_key"):
+            schema.add_field(field, DataType.VARCHAR, max_length=_KEY_LEN)
+        for field in ("level", "ownership", "mem_type"):
+            schema.add_field(field, DataType.VARCHAR, max_length=_ENUM_LEN)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self._dim)
+        index = self._client.prepare_index_params()
+        # FLAT is exact under any filter; with COSINE the search distance is the cosine similarity.
+        index.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
+        self._client.create_collection(
+            self._collection, schema=schema, index_params=index, consistency_level="Strong"
+        )
+
+    def _check_dim(self) -> None:
+        described = self._client.describe_collection(self._collection)
+        dims = [int(f["params"]["dim"]) for f in described["fields"] if f["name"] == "vector"]
+        if dims != [self._dim]:
+            found = dims[0] if dims else "none"
+            raise RuntimeError(
+                f"collection {self._collection!r} holds vectors of dim {found}, the embedder gives "
+                f"{self._dim}: vectors of different embedding models must never be mixed; re-embed "
+                "into a new collection"
+            )
+
+    async def close(self) -> None:
+        """Close the client and stop the worker thread."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        client, self._client = self._client, None
+        if client is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, client.close)
+        executor.shutdown(wait=True)
+
+    def _row(self, record: VectorRecord) -> dict[str, Any]:
+        vector = np.asarray(record.vector, dtype=np.float32)
+        if vector.shape != (self._dim,) or not np.all(np.isfinite(vector)):
+            raise ValueError(f"vector of memory {record.memory_id} must be {self._dim} finite floats")
+        return {
+            "memory_id": record.memory_id,
+            "user_key": _user_key(record.user_id),
+            "app_key": _optional_key(record.app_id),
+            "session_key": _optional_key(record.session_id),
+            "level": Level(record.level).value,
+            "ownership": Ownership(record.ownership).value,
+            "mem_type": MemType(record.mem_type).value,
+            "vector": vector.tolist(),
+        }
+
+    async def upsert(self, records: Sequence[VectorRecord]) -> None:
+        """Insert or replace the vectors of these memories in one batch."""
+        _checked_ids(r.memory_id for r in records)
+        # The last record of a repeated id wins, as it would in sequential upserts.
+        rows = list({r.memory_id: self._row(r) for r in records}.values())
+        if rows:
+            await self._call(self._client_call, "upsert", data=rows)
+
+    def _client_call(self, method: str, **kwargs: Any) -> Any:
+        return getattr(self._client, method)(collection_name=self._collection, **kwargs)
+
+    async def delete(self, memory_ids: Sequence[str]) -> None:
+        """Remove these memories' vectors; unknown ids are ignored."""
+        for chunk in _chunks(_checked_ids(memory_ids), _ID_CHUNK):
+            await self._call(self._client_call, "delete", ids=list(chunk))
+
+    async def search(self, vector: np.ndarray, scope: VectorScope, limit: int) -> list[tuple[str, float]]:
+        """Nearest memories visible in ``scope`` as (memory_id, cosine similarity), best first."""
+        query = np.asarray(vector, dtype=np.float32)
+        if query.shape != (self._dim,):
+            raise ValueError(f"query vector must have shape ({self._dim},)")
+        expr = _scope_expr(scope)
+        if limit <= 0 or expr is None:
+            return []
+        result = await self._call(
+            self._client_call,
+            "search",
+            data=[query.tolist()],
+            filter=expr,
+            limit=min(limit, _MAX_TOPK),
+            output_fields=["memory_id"],
+        )
+        return [(str(hit.id), float(hit.distance)) for hit in result[0]]
+
+    async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors (float32) of those ids that exist."""
+        found: dict[str, np.ndarray] = {}
+        for chunk in _chunks(_checked_ids(memory_ids), _ID_CHUNK):
+            rows = await self._call(
+                self._client_call, "get", ids=list(chunk), output_fields=["memory_id", "vector"]
+            )
+            for row in rows:
+                found[str(row["memory_id"])] = np.asarray(row["vector"], dtype=np.float32)
+        return found
+
+    async def count(self, user_id: str | None = None) -> int:
+        """Number of stored vectors, of one user or of everyone."""
+        expr = "" if user_id is None else _eq("user_key", _user_key(user_id))
+        rows = await self._call(self._client_call, "query", filter=expr, output_fields=["count(*)"])
+        return int(rows[0]["count(*)"])
+
+    async def delete_user(self, user_id: str) -> None:
+        """Remove every vector of one user."""
+        await self._call(self._client_call, "delete", filter=_eq("user_key", _user_key(user_id)))

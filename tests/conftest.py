@@ -1,0 +1,119 @@
+"""Shared fixtures: settings in a temporary data dir, real stores, one embedder per run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from actors.memory_service import MemoryService
+from models.settings import Settings
+from storage.embedders import Embedder, UseEmbedder
+from storage.stores import Stores, open_stores
+
+POSTGRES_URL = os.environ.get("ENGRAM_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+# Engram's tests get a database of their own beside ``test``, emptied before each test.
+POSTGRES_TEST_DB = "engram_test"
+
+
+class ManualClock:
+    """A clock the test moves by hand: no sleeping, no wall time."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> datetime:
+        self.now += timedelta(**delta)
+        return self.now
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    return UseEmbedder(threads=1)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(storage={"data_dir": tmp_path / "data"})
+
+
+_postgres_checked: list[str | None] = []
+
+
+async def _postgres_unavailable() -> str | None:
+    """None when the test PostgreSQL answers, else the reason (checked once per run)."""
+    if not _postgres_checked:
+        engine = create_async_engine(POSTGRES_URL)
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+            _postgres_checked.append(None)
+        except Exception as exc:  # any failure to connect means "not reachable here"
+            _postgres_checked.append(f"PostgreSQL not reachable at {POSTGRES_URL}: {type(exc).__name__}")
+        finally:
+            await engine.dispose()
+    return _postgres_checked[0]
+
+
+def _own_database_url() -> str:
+    return str(make_url(POSTGRES_URL).set(database=POSTGRES_TEST_DB).render_as_string(hide_password=False))
+
+
+async def _reset_postgres() -> None:
+    admin = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    async with admin.connect() as conn:
+        exists = await conn.execute(
+            text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": POSTGRES_TEST_DB}
+        )
+        if exists.scalar() is None:
+            await conn.execute(text(f'CREATE DATABASE "{POSTGRES_TEST_DB}"'))
+    await admin.dispose()
+    own = create_async_engine(_own_database_url())
+    async with own.begin() as conn:
+        await conn.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
+        await conn.execute(text("CREATE SCHEMA public"))
+    await own.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh, empty metadata database: SQLite in tmp_path, or a clean PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'meta.db'}"
+        return
+    reason = await _postgres_unavailable()
+    if reason:
+        pytest.skip(reason)
+    await _reset_postgres()
+    yield _own_database_url()
+
+
+@pytest.fixture
+async def stores(settings: Settings, database_url: str, embedder: Embedder) -> AsyncIterator[Stores]:
+    """Real stores on the embedded default (SQLite or PostgreSQL metadata, milvus-lite vectors)."""
+    settings.storage.database_url = database_url
+    opened = await open_stores(settings, embedder=embedder)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def service(settings: Settings, stores: Stores, clock: ManualClock) -> AsyncIterator[MemoryService]:
+    """A MemoryService over the real stores with a hand-moved clock."""
+    svc = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, clock=clock)
+    yield svc
+    await svc.drain()
