@@ -119,6 +119,8 @@ class StorageSettings(BaseModel):
     milvus_uri: str = ""
     milvus_token: str = ""
     collection: str = "engram_memories"
+    # milvus-lite scans unflushed rows one by one on every query (~45 us each): flush this often.
+    milvus_lite_flush_rows: int = Field(256, ge=1)
     master_key_file: str = ""
     sqlite_busy_timeout_ms: int = Field(5000, ge=0)
 

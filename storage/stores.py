@@ -44,7 +44,11 @@ async def open_stores(
     provider = key_provider or LocalKeyFileProvider(storage.resolved_master_key_file())
     embedder = embedder or build_embedder(settings.embedder)
     vectors = MilvusVectorStore(
-        storage.resolved_milvus_uri(), storage.collection, embedder.dim, token=storage.milvus_token
+        storage.resolved_milvus_uri(),
+        storage.collection,
+        embedder.dim,
+        token=storage.milvus_token,
+        lite_flush_rows=storage.milvus_lite_flush_rows,
     )
     await vectors.start()
     return Stores(MetadataStore(engine, KeyRing(provider)), vectors, embedder)

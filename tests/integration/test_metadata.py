@@ -143,6 +143,7 @@ async def test_counters_upsert_and_versions(store: MetadataStore) -> None:
 
 async def test_transaction_rolls_back_everything_on_error(store: MetadataStore) -> None:
     memory = _memory("gina")
+
     async def fail_midway() -> None:
         async with store.transaction() as tx:
             await tx.insert_memory(memory)

@@ -10,7 +10,7 @@ import pytest
 
 from models.enums import Level, MemType, Ownership
 from models.ids import new_id
-from storage.vectors import MilvusVectorStore, VectorRecord, VectorScope, scope_key
+from storage.vectors import MilvusVectorStore, VectorRecord, VectorScope, VectorStore, scope_key
 
 pytestmark = pytest.mark.integration
 
@@ -176,7 +176,7 @@ async def test_upsert_replaces_vector_and_scope(store: MilvusVectorStore) -> Non
 async def test_restart_keeps_data_and_loads_collection(tmp_path: Path) -> None:
     uri = str(tmp_path / "vectors.db")
     record = rec(vector=unit(1.0, 0.5))
-    first = MilvusVectorStore(uri, COLLECTION, DIM)
+    first: VectorStore = MilvusVectorStore(uri, COLLECTION, DIM)
     await first.start()
     await first.upsert([record])
     await first.close()
@@ -296,3 +296,26 @@ async def test_wrong_vector_shape_and_empty_user_are_refused(store: MilvusVector
 def test_lite_path_must_end_in_db(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"\.db"):
         MilvusVectorStore(str(tmp_path / "vectors"), COLLECTION, DIM)
+
+
+async def test_writes_across_lite_flush_boundaries_survive_restart(tmp_path: Path) -> None:
+    uri = str(tmp_path / "vectors.db")
+    first = MilvusVectorStore(uri, COLLECTION, DIM, lite_flush_rows=3)
+    await first.start()
+    records = [rec(vector=unit(1.0, i / 10)) for i in range(10)]
+    for record in records:
+        await first.upsert([record])
+    await first.delete([records[0].memory_id])
+    await first.upsert([rec(memory_id=records[1].memory_id, vector=unit(0.0, 1.0))])
+    assert await first.count() == 9
+    await first.close()
+
+    reopened = MilvusVectorStore(uri, COLLECTION, DIM)
+    await reopened.start()
+    try:
+        hits = await reopened.search(unit(1.0), scope(), 20)
+        assert [memory_id for memory_id, _ in hits] == [r.memory_id for r in records[2:]] + [
+            records[1].memory_id
+        ]
+    finally:
+        await reopened.close()
