@@ -9,8 +9,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# torch is pinned to the CPU build that this kind of machine keeps on disk: asked for indirectly
+# (by sentence-transformers) pip would fetch a multi-GB CUDA build instead.
 install: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev,postgres]'
+	$(BIN)/pip install --quiet 'torch==2.13.0'
+	$(BIN)/pip install --quiet -e '.[dev,postgres,st]'
 
 lint: install
 	$(BIN)/ruff check .

