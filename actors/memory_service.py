@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-import numpy as np
-
-from actors import capacity
+from actors import capacity, statements
+from actors.admission import check_important_mark, counter_deltas, make_room
+from actors.engines.base import Engine
+from actors.engines.rules import RulesEngine
+from actors.ingest import Ingestor
 from actors.recall import Recaller
+from actors.records import new_memory, placement, vector_record
 from actors.views import change_view, memory_view
 from lifecycle.decay import decayed_weight, initial_weight, is_decay_exempt, recovered_weight
 from models.api import (
+    AddRequest,
     AddStructuredRequest,
     BatchDeleteRequest,
     ChangeLogPage,
     ChangeLogRequest,
+    Decision,
     DeleteRequest,
     DeleteResult,
     HistoryRequest,
@@ -36,15 +40,14 @@ from models.api import (
     RecallResponse,
     UpdateRequest,
 )
-from models.domain import GLOBAL_APP, Memory, utcnow
-from models.enums import Level, OpSource, OpType, Status
+from models.domain import Memory, utcnow
+from models.enums import OpSource, OpType, Status
 from models.errors import EngramError, ErrorCode
 from models.hashing import content_hash
-from models.ids import new_id
 from models.settings import Settings
 from storage.embedders import Embedder
-from storage.metadata import EvictionRow, MetadataStore, MetadataTx
-from storage.vectors import VectorRecord, VectorStore
+from storage.metadata import MetadataStore
+from storage.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,7 @@ class MemoryService:
         vectors: VectorStore,
         embedder: Embedder,
         clock: Callable[[], datetime] = utcnow,
+        engine: Engine | None = None,
     ) -> None:
         self.settings = settings
         self.metadata = metadata
@@ -66,16 +70,23 @@ class MemoryService:
         self.embedder = embedder
         self.clock = clock
         self.recaller = Recaller(settings, metadata, vectors, embedder, clock)
+        self.ingestor = Ingestor(
+            settings, metadata, vectors, embedder, self.recaller.snapshots, engine or RulesEngine(), clock
+        )
         self._background: set[asyncio.Task[None]] = set()
 
     # --- writes -------------------------------------------------------------------------------
+
+    async def process_add(self, request: AddRequest) -> list[Decision]:
+        """Extract facts from a conversation and evolve them into the store (W3-W5)."""
+        return await self.ingestor.process(request)
 
     async def add_structured(
         self, request: AddStructuredRequest, *, op_source: OpSource = OpSource.USER
     ) -> MemoryCreated:
         """Store one ready memory (W6): dedup by content hash, enforce capacity, embed, log."""
         now = self.clock()
-        level, app_id = _placement(request.level, request.app_id, request.session_id)
+        level, app_id = placement(request.level, request.app_id, request.session_id)
         [vector] = await self.embedder.embed([request.content])
         async with self.metadata.transaction() as tx:
             cipher = await tx.cipher(request.user_id)
@@ -88,108 +99,37 @@ class MemoryService:
                     request.ownership,
                 ):
                     return MemoryCreated(memory_id=existing.memory_id)
-            memory = Memory(
-                memory_id=new_id(),
+            memory = new_memory(
+                self.settings.weights,
                 user_id=request.user_id,
                 app_id=app_id,
-                session_id=request.session_id,
                 level=level,
+                session_id=request.session_id,
                 ownership=request.ownership,
                 mem_type=request.mem_type,
                 content=request.content,
-                weight=initial_weight(
-                    self.settings.weights,
-                    request.ownership,
-                    request.mem_type,
-                    is_important=request.is_important,
-                    time_bound=request.expire_at is not None,
-                ),
-                weight_at=now,
-                created_at=now,
-                updated_at=now,
-                valid_at=request.valid_at or now,
                 content_hash=digest,
                 embedding_model=self.embedder.model_name,
+                now=now,
+                valid_at=request.valid_at,
                 is_important=request.is_important,
                 expire_at=request.expire_at,
-                source_session_id=request.session_id,
                 source_msg_id=request.source_msg_id,
-                custom_tags=list(dict.fromkeys(request.custom_tags)),
+                custom_tags=request.custom_tags,
+                entities=statements.entities(request.content),
                 source_type="structured",
             )
-            memory.vector_ref = memory.memory_id
-            evicted = await self._make_room(tx, memory, now)
+            evicted = await make_room(tx, self.settings, memory, now)
             await tx.insert_memory(memory)
             await tx.add_change(
                 memory, OpType.ADD, op_source, "add_structured", now, content_after=memory.content
             )
-            await tx.add_to_counters(memory.user_id, _counter_deltas([memory], +1))
+            await tx.add_to_counters(memory.user_id, counter_deltas([memory], +1))
             await tx.bump_version(memory.user_id)
         if evicted:
             await self.vectors.delete(evicted)
-        await self.vectors.upsert([_vector_record(memory, vector)])
+        await self.vectors.upsert([vector_record(memory, vector)])
         return MemoryCreated(memory_id=memory.memory_id)
-
-    async def _make_room(self, tx: MetadataTx, memory: Memory, now: datetime) -> list[str]:
-        """Check the important limit and capacity for one new active memory; evict if needed (W8)."""
-        counts = await tx.counters(memory.user_id)
-        own, total = capacity.dimensions_for(memory.app_id)
-        if memory.is_important:
-            important_dim = capacity.important_dimension(own)
-            if not capacity.important_allowed(counts.get(important_dim, 0) + 1, own, self.settings.capacity):
-                raise EngramError(
-                    ErrorCode.IMPORTANT_LIMIT_EXCEEDED,
-                    f"at most {capacity.important_limit(own, self.settings.capacity)} important "
-                    f"memories are allowed in dimension {own!r}",
-                )
-        evicted: list[str] = []
-        for dimension, app_filter in ((own, memory.app_id), (total, None)):
-            limit = capacity.limit_for(dimension, self.settings.capacity)
-            count = counts.get(dimension, 0) - sum(1 for e in evicted if dimension == total)
-            if count < limit:
-                continue
-            rows = [
-                r for r in await tx.eviction_rows(memory.user_id, app_filter) if r.memory_id not in evicted
-            ]
-            plan = capacity.select_victims(
-                [self._candidate(r, now) for r in rows], count, limit, self.settings.capacity
-            )
-            if not plan.fits:
-                raise EngramError(
-                    ErrorCode.CAPACITY_FULL,
-                    f"dimension {dimension!r} is full ({count}/{limit}) and holds nothing evictable",
-                )
-            by_id = {r.memory_id: r for r in rows}
-            await self._evict(tx, [by_id[i] for i in plan.archive], Status.ARCHIVED, now)
-            await self._evict(tx, [by_id[i] for i in plan.delete], Status.DELETED, now)
-            evicted.extend(plan.victims)
-        return evicted
-
-    def _candidate(self, row: EvictionRow, now: datetime) -> capacity.EvictionCandidate:
-        weight = decayed_weight(
-            row.weight,
-            row.weight_at,
-            now,
-            is_important=row.is_important,
-            exempt=is_decay_exempt(row.custom_tags, self.settings.decay),
-            settings=self.settings.decay,
-        )
-        return capacity.EvictionCandidate(row.memory_id, weight, row.last_recalled_at, row.is_important)
-
-    async def _evict(
-        self, tx: MetadataTx, rows: Sequence[EvictionRow], status: Status, now: datetime
-    ) -> None:
-        if not rows:
-            return
-        user_id = rows[0].user_id
-        await tx.mark_status(user_id, [r.memory_id for r in rows], status, now)
-        op = OpType.ARCHIVE if status is Status.ARCHIVED else OpType.DELETE
-        deltas: Counter[str] = Counter()
-        for row in rows:
-            await tx.add_change(row, op, OpSource.SYSTEM, "capacity eviction", now)
-            for dimension in capacity.dimensions_for(row.app_id):
-                deltas[dimension] -= 1
-        await tx.add_to_counters(user_id, deltas)
 
     async def update(self, request: UpdateRequest, *, op_source: OpSource = OpSource.USER) -> MemoryView:
         """Change content and/or metadata (M1); only a content change re-embeds (W9)."""
@@ -217,16 +157,7 @@ class MemoryService:
             if "custom_tags" in fields and request.custom_tags is not None:
                 memory.custom_tags = list(dict.fromkeys(request.custom_tags))
             if memory.is_important and not before.is_important:
-                own = capacity.dimension_for(memory.app_id)
-                counts = await tx.counters(memory.user_id)
-                if not capacity.important_allowed(
-                    counts.get(capacity.important_dimension(own), 0) + 1, own, self.settings.capacity
-                ):
-                    raise EngramError(
-                        ErrorCode.IMPORTANT_LIMIT_EXCEEDED,
-                        f"at most {capacity.important_limit(own, self.settings.capacity)} important "
-                        f"memories are allowed in dimension {own!r}",
-                    )
+                await check_important_mark(tx, self.settings, memory)
             memory.weight = self._weight_after_update(memory, current, content_changes)
             memory.weight_at = now
             memory.updated_at = now
@@ -248,7 +179,7 @@ class MemoryService:
                 )
             await tx.bump_version(memory.user_id)
         if content_changes and vector is not None:
-            await self.vectors.upsert([_vector_record(memory, vector)])
+            await self.vectors.upsert([vector_record(memory, vector)])
         return memory_view(memory)
 
     def _weight_after_update(self, memory: Memory, current: float, content_changed: bool) -> float:
@@ -292,7 +223,7 @@ class MemoryService:
                         memory, OpType.DELETE, op_source, "delete", now, content_before=memory.content
                     )
                 active = [m for m in targets if m.status is Status.ACTIVE]
-                await tx.add_to_counters(user_id, _counter_deltas(active, -1))
+                await tx.add_to_counters(user_id, counter_deltas(active, -1))
                 await tx.bump_version(user_id)
         deleted = {m.memory_id for m in targets}
         if deleted:
@@ -381,35 +312,3 @@ class MemoryService:
             settings=self.settings.decay,
         )
 
-
-def _placement(level: Level | None, app_id: str | None, session_id: str | None) -> tuple[Level, str]:
-    """The level a memory is stored at and its app_id ("" for global memories, D1)."""
-    if level is None:
-        level = Level.APP if app_id else Level.GLOBAL
-    if level is Level.GLOBAL:
-        return level, GLOBAL_APP
-    return level, app_id or GLOBAL_APP
-
-
-def _counter_deltas(memories: Sequence[Memory], sign: int) -> Counter[str]:
-    """Counter changes for adding (+1) or removing (-1) active memories (D3)."""
-    deltas: Counter[str] = Counter()
-    for memory in memories:
-        for dimension in capacity.dimensions_for(memory.app_id):
-            deltas[dimension] += sign
-            if memory.is_important:
-                deltas[capacity.important_dimension(dimension)] += sign
-    return deltas
-
-
-def _vector_record(memory: Memory, vector: np.ndarray) -> VectorRecord:
-    return VectorRecord(
-        memory_id=memory.memory_id,
-        user_id=memory.user_id,
-        app_id=memory.app_id,
-        session_id=memory.session_id,
-        level=memory.level,
-        ownership=memory.ownership,
-        mem_type=memory.mem_type,
-        vector=vector,
-    )

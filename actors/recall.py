@@ -1,4 +1,9 @@
-"""The recall pipeline (SPEC R1-R6): resolve scope, embed, over-fetch, gate, decay, rank."""
+"""The recall pipeline (SPEC R1-R6) over per-user snapshots (DESIGN decision 5).
+
+resolve scope -> (embed query || load snapshot) -> visibility gate -> hybrid relevance (semantic,
+BM25, entity match) -> over-fetch a candidate pool by relevance -> stage 1 min_relevance -> stage 2
+relevance x weight with lazily decayed weights -> top_k.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
+
 from actors import isolation, ranking
+from actors.lexical import Bm25Index, fuse, tokenize
+from actors.snapshot import SnapshotCache, UserSnapshot
 from actors.views import recalled_memory
 from lifecycle.decay import decayed_weight, is_decay_exempt
 from models.api import RecallRequest, RecallResponse
 from models.domain import Memory
 from models.errors import EngramError, ErrorCode
-from models.settings import Settings
+from models.settings import RecallSettings, Settings
 from storage.embedders import Embedder
 from storage.metadata import MetadataStore
 from storage.vectors import VectorStore
@@ -28,7 +37,7 @@ class RecallOutcome:
 
 
 class Recaller:
-    """Answers recall requests from the stores; holds no per-user state."""
+    """Answers recall requests from per-user snapshots; holds no state but that cache."""
 
     def __init__(
         self,
@@ -39,10 +48,15 @@ class Recaller:
         clock: Callable[[], datetime],
     ) -> None:
         self.settings = settings
-        self._metadata = metadata
-        self._vectors = vectors
         self._embedder = embedder
         self._clock = clock
+        self.snapshots = SnapshotCache(
+            metadata,
+            vectors,
+            embedder,
+            max_users=settings.recall.snapshot_cache_users,
+            ttl_s=settings.recall.snapshot_ttl_s,
+        )
 
     async def recall(self, request: RecallRequest) -> RecallOutcome:
         """Run the pipeline within the request's timeout; past it, fail with 50401 (R5)."""
@@ -51,40 +65,31 @@ class Recaller:
             async with asyncio.timeout(timeout_ms / 1000):
                 return await self._recall(request)
         except TimeoutError as exc:
-            raise EngramError(
-                ErrorCode.RECALL_TIMEOUT, f"recall did not finish within {timeout_ms} ms"
-            ) from exc
+            raise EngramError(ErrorCode.RECALL_TIMEOUT, f"recall did not finish within {timeout_ms} ms") from exc
 
     async def _recall(self, request: RecallRequest) -> RecallOutcome:
         settings = self.settings.recall
         flt = isolation.resolve(request)
-        query_vector = (await self._embedder.embed([request.query]))[0]
-        top_k = request.top_k or settings.default_top_k
-        limit = ranking.overfetch_limit(top_k, settings)
-        candidates = await self._vectors.search(query_vector, flt.scope, limit)
-        if not candidates:
-            return RecallOutcome(RecallResponse(hit=False, memories=[]), [])
-        async with self._metadata.transaction() as tx:
-            rows = await tx.get_memories(request.user_id, [memory_id for memory_id, _ in candidates])
+        vectors, snapshot = await asyncio.gather(
+            self._embedder.embed([request.query]), self.snapshots.get(request.user_id)
+        )
         now = self._clock()
-        visible: dict[str, Memory] = {}
-        inputs: list[ranking.RankInput] = []
-        for memory_id, cosine in candidates:
-            memory = rows.get(memory_id)
-            if memory is None or memory.content is None or not isolation.visible(flt, memory, now):
-                continue
-            visible[memory_id] = memory
-            inputs.append(
-                ranking.RankInput(
-                    memory_id=memory_id,
-                    relevance=ranking.cosine_to_relevance(cosine, settings),
-                    weight=self._current_weight(memory, now),
-                )
-            )
+        positions = [i for i, m in enumerate(snapshot.memories) if isolation.visible(flt, m, now)]
+        if not positions:
+            return RecallOutcome(RecallResponse(hit=False, memories=[]), [])
+        relevance = hybrid_relevance(snapshot, positions, vectors[0], request.query, settings)
+        top_k = request.top_k or settings.default_top_k
+        pool = np.argsort(-relevance, kind="stable")[: ranking.overfetch_limit(top_k, settings)]
+        memories = [snapshot.memories[positions[int(p)]] for p in pool]
+        inputs = [
+            ranking.RankInput(m.memory_id, float(relevance[int(p)]), self._current_weight(m, now))
+            for m, p in zip(memories, pool, strict=True)
+        ]
+        by_id = {m.memory_id: m for m in memories}
         min_relevance = settings.min_relevance if request.min_relevance is None else request.min_relevance
         ranked = ranking.rank(inputs, top_k=top_k, min_relevance=min_relevance, settings=settings)
         hits = [
-            recalled_memory(visible[r.memory_id], relevance=r.relevance, weight=r.weight, score=r.score)
+            recalled_memory(by_id[r.memory_id], relevance=r.relevance, weight=r.weight, score=r.score)
             for r in ranked
         ]
         return RecallOutcome(RecallResponse(hit=bool(hits), memories=hits), [r.memory_id for r in ranked])
@@ -99,3 +104,48 @@ class Recaller:
             exempt=is_decay_exempt(memory.custom_tags, self.settings.decay),
             settings=self.settings.decay,
         )
+
+
+def hybrid_relevance(
+    snapshot: UserSnapshot,
+    positions: list[int],
+    query_vector: np.ndarray,
+    query: str,
+    settings: RecallSettings,
+) -> np.ndarray:
+    """Relevance in [0, 1] of the memories at ``positions``: semantic, lexical and entity signals fused."""
+    index = np.asarray(positions, dtype=np.int64)
+    cosine = snapshot.vectors[index] @ np.asarray(query_vector, dtype=np.float32)
+    span = settings.cosine_ceiling - settings.cosine_floor
+    semantic = np.clip((cosine.astype(np.float64) - settings.cosine_floor) / span, 0.0, 1.0)
+    query_tokens = tokenize(query)
+    lexical = lexical_coverage(snapshot.lexicon, query_tokens)[index]
+    present = set(query_tokens)
+    entity = np.array(
+        [
+            len(tokens & present) / len(tokens) if tokens else 0.0
+            for tokens in (snapshot.entity_tokens[i] for i in positions)
+        ],
+        dtype=np.float64,
+    )
+    return fuse(
+        semantic,
+        lexical,
+        entity,
+        w_semantic=settings.semantic_weight,
+        w_lexical=settings.lexical_weight,
+        w_entity=settings.entity_weight,
+    )
+
+
+def lexical_coverage(lexicon: Bm25Index, query_tokens: list[str]) -> np.ndarray:
+    """BM25 divided by the query's total idf: about the IDF-weighted share of the query a memory holds.
+
+    Dividing by the best document instead would lift a weak match on one common word to 1.0 and push
+    irrelevant memories over min_relevance.
+    """
+    total_idf = sum(lexicon.idf(t) for t in dict.fromkeys(query_tokens))
+    if total_idf <= 0:
+        return np.zeros(len(lexicon), dtype=np.float64)
+    coverage: np.ndarray = np.clip(lexicon.scores(query_tokens) / total_idf, 0.0, 1.0)
+    return coverage

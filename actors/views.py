@@ -33,6 +33,7 @@ def memory_view(memory: Memory, weight: float | None = None) -> MemoryView:
         source_session_id=memory.source_session_id,
         source_msg_id=memory.source_msg_id,
         custom_tags=list(memory.custom_tags),
+        entities=list(memory.entities),
         embedding_model=memory.embedding_model,
     )
 
@@ -55,6 +56,7 @@ def recalled_memory(memory: Memory, *, relevance: float, weight: float, score: f
         source_session_id=memory.source_session_id,
         source_msg_id=memory.source_msg_id,
         custom_tags=list(memory.custom_tags),
+        entities=list(memory.entities),
     )
 
 

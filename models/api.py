@@ -155,6 +155,8 @@ class RecallFilter(_Request):
     ownership: list[Ownership] = Field(default_factory=list)
     mem_type: list[MemType] = Field(default_factory=list)
     custom_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    # Entity tags match case-insensitively ("hangzhou" finds a fact tagged "Hangzhou").
+    entities: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
 
 
 class RecallRequest(_Request):
@@ -190,6 +192,7 @@ class RecalledMemory(BaseModel):
     source_session_id: str | None
     source_msg_id: str | None
     custom_tags: list[str]
+    entities: list[str] = Field(default_factory=list)
 
 
 class RecallResponse(BaseModel):
@@ -288,6 +291,7 @@ class MemoryView(BaseModel):
     source_session_id: str | None
     source_msg_id: str | None
     custom_tags: list[str]
+    entities: list[str] = Field(default_factory=list)
     embedding_model: str
 
 

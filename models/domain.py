@@ -51,6 +51,8 @@ class Memory:
     source_session_id: str | None = None
     source_msg_id: str | None = None
     custom_tags: list[str] = field(default_factory=list)
+    # Key entities of the fact (people, places, products): a first step towards entity memory.
+    entities: list[str] = field(default_factory=list)
     vector_ref: str | None = None
     invalid_at: datetime | None = None
     superseded_by: str | None = None

@@ -48,6 +48,8 @@ class OpType(StrEnum):
     ARCHIVE = "ARCHIVE"
     RESTORE = "RESTORE"
     PURGE = "PURGE"
+    # Evolution saw a fact it already holds: logged against that memory, nothing changes (W4).
+    NONE = "NONE"
 
 
 class OpSource(StrEnum):

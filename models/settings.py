@@ -73,6 +73,13 @@ class RecallSettings(BaseModel):
     default_top_k: int = Field(10, ge=1, le=100)
     timeout_ms: int = Field(500, ge=1)
     delta_recall: float = Field(0.05, ge=0, le=1)
+    # Hybrid relevance (seed 004): semantic similarity, BM25 over the user's memories, entity match.
+    semantic_weight: float = Field(0.6, ge=0)
+    lexical_weight: float = Field(0.3, ge=0)
+    entity_weight: float = Field(0.1, ge=0)
+    # Per-user snapshots held by each recall process (DESIGN decision 5).
+    snapshot_cache_users: int = Field(1000, ge=1)
+    snapshot_ttl_s: float = Field(60.0, gt=0)
     # Cosine similarity is mapped linearly from [floor, ceiling] onto [0, 1]: each embedder has its
     # own cosine range for "related" text, and relevance must be comparable with min_relevance.
     cosine_floor: float = Field(0.0, ge=-1, lt=1)
@@ -84,6 +91,8 @@ class RecallSettings(BaseModel):
             raise ValueError("recall.cosine_ceiling must be above recall.cosine_floor")
         if self.relevance_weight + self.weight_weight <= 0:
             raise ValueError("recall.relevance_weight + recall.weight_weight must be positive")
+        if self.semantic_weight + self.lexical_weight + self.entity_weight <= 0:
+            raise ValueError("recall semantic, lexical and entity weights must not all be zero")
         return self
 
 

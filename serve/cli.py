@@ -1,6 +1,6 @@
-"""The ``engram`` command line: schema migration and configuration inspection.
+"""The ``engram`` command line: schema migration, configuration inspection and evaluation.
 
-Later layers add ``serve``, ``eval``, ``loadtest`` and ``sweep`` here.
+Later layers add ``serve``, ``loadtest`` and ``sweep`` here.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from models.settings import load_settings
 from storage.database import create_engine
@@ -37,6 +38,31 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_locomo(args: argparse.Namespace) -> int:
+    # Imported here: the harness pulls in the stores and the embedder, which other commands never need.
+    from serve.evaluation.locomo import EvalOptions, run
+
+    convs = [c.strip() for c in args.convs.split(",") if c.strip()] if args.convs else None
+    options = EvalOptions(
+        data=Path(args.data),
+        convs=convs,
+        mode=args.mode,
+        engine=args.engine,
+        out=Path(args.out) if args.out else None,
+        data_dir=Path(args.data_dir) if args.data_dir else None,
+        max_sessions=args.max_sessions,
+        config=args.config,
+    )
+    return run(options)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
 def engine_name(url: str) -> str:
     """The backend part of a database URL, without credentials."""
     return url.split(":", 1)[0]
@@ -49,6 +75,23 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="create or upgrade the metadata schema").set_defaults(func=_migrate)
     commands.add_parser("config", help="print the effective settings as JSON").set_defaults(func=_config)
+    evaluation = commands.add_parser("eval", help="run an offline evaluation")
+    benchmarks = evaluation.add_subparsers(dest="benchmark", required=True)
+    locomo = benchmarks.add_parser(
+        "locomo", help="LoCoMo evidence retrieval: hit@5, hit@10, recall@10, latency; one JSON line last"
+    )
+    locomo.add_argument("--data", required=True, help="LoCoMo JSON file (e.g. locomo_dev.json)")
+    locomo.add_argument("--convs", help="comma-separated sample ids (default: all)")
+    locomo.add_argument("--mode", choices=["turns", "extract"], default="turns", help="how to ingest")
+    locomo.add_argument("--engine", help="extraction engine for --mode extract (default: configured)")
+    locomo.add_argument("--out", help="also write the JSON result to this file")
+    locomo.add_argument("--data-dir", help="data dir for the stores (default: a temporary one)")
+    locomo.add_argument(
+        "--max-sessions",
+        type=_positive_int,
+        help="keep only each conversation's first N sessions and the questions whose evidence lies there",
+    )
+    locomo.set_defaults(func=_eval_locomo)
     return parser
 
 

@@ -124,7 +124,11 @@ class SentenceTransformerEmbedder:
                 "(pip install sentence-transformers)"
             ) from exc
         self._model: Any = SentenceTransformer(_packaged_model_path(model_name), device=device)
-        dim = self._model.get_sentence_embedding_dimension()
+        # Renamed in sentence-transformers 6; older releases only have the long name.
+        dimension_of = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        dim = dimension_of()
         if not dim:
             raise RuntimeError(f"model {model_name!r} does not report a fixed embedding dimension")
         self.model_name = model_name

@@ -100,6 +100,13 @@ class MetadataTx:
         )
         return {m.memory_id: m for m in await self._load(user_id, query)}
 
+    async def memories_with_status(self, user_id: str, statuses: Sequence[Status]) -> list[Memory]:
+        """All of the user's memories in the given states (at most capacity plus history)."""
+        query = select(memories).where(
+            and_(memories.c.user_id == user_id, memories.c.status.in_([s.value for s in statuses]))
+        )
+        return await self._load(user_id, query)
+
     async def find_by_hash(self, user_id: str, content_hash: str) -> list[Memory]:
         """The user's active memories whose normalised content has this hash."""
         query = select(memories).where(
@@ -175,6 +182,7 @@ class MetadataTx:
             "source_session_id": memory.source_session_id,
             "source_msg_id": memory.source_msg_id,
             "custom_tags": list(memory.custom_tags),
+            "entities": list(memory.entities),
             "vector_ref": memory.vector_ref,
             "embedding_model": memory.embedding_model,
             "valid_at": memory.valid_at,
@@ -382,6 +390,7 @@ def _from_row(row: RowMapping, cipher: ContentCipher) -> Memory:
         source_session_id=row["source_session_id"],
         source_msg_id=row["source_msg_id"],
         custom_tags=list(row["custom_tags"]),
+        entities=list(row["entities"]),
         vector_ref=row["vector_ref"],
         embedding_model=row["embedding_model"],
         valid_at=row["valid_at"],

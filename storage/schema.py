@@ -86,6 +86,7 @@ memories = Table(
     Column("source_session_id", SCOPE_ID),
     Column("source_msg_id", SCOPE_ID),
     Column("custom_tags", JSON, nullable=False),
+    Column("entities", JSON, nullable=False, server_default="[]"),
     Column("vector_ref", ID),
     Column("embedding_model", String(128), nullable=False),
     Column("valid_at", UTCDateTime, nullable=False),

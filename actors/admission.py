@@ -1,0 +1,102 @@
+"""Admission of active memories (SPEC W8, D3): important-mark limit, capacity, eviction, counters.
+
+Runs inside the caller's metadata transaction so that evictions, the new row and the counters
+commit together. Callers serialise writes per user; nothing here locks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+
+from actors import capacity
+from lifecycle.decay import decayed_weight, is_decay_exempt
+from models.domain import Memory
+from models.enums import OpSource, OpType, Status
+from models.errors import EngramError, ErrorCode
+from models.settings import Settings
+from storage.metadata import EvictionRow, MetadataTx
+
+
+def counter_deltas(memories: Sequence[Memory], sign: int) -> Counter[str]:
+    """Counter changes for adding (+1) or removing (-1) active memories (D3)."""
+    deltas: Counter[str] = Counter()
+    for memory in memories:
+        for dimension in capacity.dimensions_for(memory.app_id):
+            deltas[dimension] += sign
+            if memory.is_important:
+                deltas[capacity.important_dimension(dimension)] += sign
+    return deltas
+
+
+async def check_important_mark(tx: MetadataTx, settings: Settings, memory: Memory) -> None:
+    """42902 when one more important mark would pass 20% of the memory's dimension (W8)."""
+    own = capacity.dimension_for(memory.app_id)
+    counts = await tx.counters(memory.user_id)
+    if not capacity.important_allowed(
+        counts.get(capacity.important_dimension(own), 0) + 1, own, settings.capacity
+    ):
+        raise EngramError(
+            ErrorCode.IMPORTANT_LIMIT_EXCEEDED,
+            f"at most {capacity.important_limit(own, settings.capacity)} important memories "
+            f"are allowed in dimension {own!r}",
+        )
+
+
+async def make_room(tx: MetadataTx, settings: Settings, memory: Memory, now: datetime) -> list[str]:
+    """Admit one new active memory: check its important mark, evict down to 90% where full (W8).
+
+    Returns the evicted memory ids (their vectors must leave the index); 42901 when the memory's
+    dimension or the user's total is full of memories that may not be evicted.
+    """
+    if memory.is_important:
+        await check_important_mark(tx, settings, memory)
+    counts = await tx.counters(memory.user_id)
+    own, total = capacity.dimensions_for(memory.app_id)
+    evicted: list[str] = []
+    for dimension, app_filter in ((own, memory.app_id), (total, None)):
+        limit = capacity.limit_for(dimension, settings.capacity)
+        count = counts.get(dimension, 0) - (len(evicted) if dimension == total else 0)
+        if count < limit:
+            continue
+        rows = [r for r in await tx.eviction_rows(memory.user_id, app_filter) if r.memory_id not in evicted]
+        plan = capacity.select_victims(
+            [_candidate(settings, r, now) for r in rows], count, limit, settings.capacity
+        )
+        if not plan.fits:
+            raise EngramError(
+                ErrorCode.CAPACITY_FULL,
+                f"dimension {dimension!r} is full ({count}/{limit}) and holds nothing evictable",
+            )
+        by_id = {r.memory_id: r for r in rows}
+        await _evict(tx, [by_id[i] for i in plan.archive], Status.ARCHIVED, now)
+        await _evict(tx, [by_id[i] for i in plan.delete], Status.DELETED, now)
+        evicted.extend(plan.victims)
+    return evicted
+
+
+def _candidate(settings: Settings, row: EvictionRow, now: datetime) -> capacity.EvictionCandidate:
+    weight = decayed_weight(
+        row.weight,
+        row.weight_at,
+        now,
+        is_important=row.is_important,
+        exempt=is_decay_exempt(row.custom_tags, settings.decay),
+        settings=settings.decay,
+    )
+    return capacity.EvictionCandidate(row.memory_id, weight, row.last_recalled_at, row.is_important)
+
+
+async def _evict(tx: MetadataTx, rows: Sequence[EvictionRow], status: Status, now: datetime) -> None:
+    if not rows:
+        return
+    user_id = rows[0].user_id
+    await tx.mark_status(user_id, [r.memory_id for r in rows], status, now)
+    op = OpType.ARCHIVE if status is Status.ARCHIVED else OpType.DELETE
+    deltas: Counter[str] = Counter()
+    for row in rows:
+        await tx.add_change(row, op, OpSource.SYSTEM, "capacity eviction", now)
+        for dimension in capacity.dimensions_for(row.app_id):
+            deltas[dimension] -= 1
+    await tx.add_to_counters(user_id, deltas)

@@ -1,0 +1,271 @@
+"""Ingesting a conversation (SPEC W3-W5): extract facts, plan evolution, commit the plans atomically.
+
+Extraction runs first and may fail with 50001 before anything is written. All plans of one request
+then commit in one metadata transaction with their change-log entries and counters, so a failure
+leaves nothing half-written; the vector store follows (DESIGN decision 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from actors import statements
+from actors.admission import counter_deltas, make_room
+from actors.engines.base import Engine
+from actors.evolution import Evolver, Existing, Plan
+from actors.extraction import Fact, extract_facts
+from actors.records import new_memory, placement, vector_record
+from actors.snapshot import SnapshotCache
+from lifecycle.decay import decayed_weight, initial_weight, is_decay_exempt, merged_weight
+from models.api import AddRequest, Decision
+from models.domain import Memory
+from models.enums import Level, OpSource, OpType, Status
+from models.errors import EngramError, ErrorCode
+from models.hashing import content_hash
+from models.settings import Settings
+from storage.embedders import Embedder
+from storage.metadata import MetadataStore, MetadataTx
+from storage.vectors import VectorRecord, VectorStore
+
+
+@dataclass
+class _Outcome:
+    decisions: list[Decision] = field(default_factory=list)
+    upserts: list[VectorRecord] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+
+
+class Ingestor:
+    """Turns one ``add`` request into committed memories and the decisions taken."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        metadata: MetadataStore,
+        vectors: VectorStore,
+        embedder: Embedder,
+        snapshots: SnapshotCache,
+        engine: Engine,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.settings = settings
+        self._metadata = metadata
+        self._vectors = vectors
+        self._embedder = embedder
+        self._snapshots = snapshots
+        self.engine = engine
+        self._evolver = Evolver(settings.evolution, engine)
+        self._clock = clock
+
+    async def process(self, request: AddRequest) -> list[Decision]:
+        """Extract, evolve and store; returns one decision per extracted fact."""
+        now = self._clock()
+        facts = await extract_facts(self.engine, request, now)
+        if not facts:
+            return []
+        level, app_id = placement(request.level, request.app_id, request.session_id)
+        vectors = await self._embedder.embed([f.text for f in facts])
+        snapshot = await self._snapshots.get(request.user_id)
+        existing = [
+            Existing(m, snapshot.vectors[i])
+            for i, m in enumerate(snapshot.memories)
+            if m.status is Status.ACTIVE
+            and (m.app_id, m.level, m.session_id) == (app_id, level, request.session_id)
+        ]
+        async with self._metadata.transaction() as tx:
+            hash_key = (await tx.cipher(request.user_id)).hash_key
+        plans = await self._evolver.plan(
+            facts,
+            vectors,
+            existing,
+            lambda text: content_hash(text, hash_key),
+            mode=request.strategy.evolution,
+        )
+        rewritten = [p.text for p in plans if p.op in ("UPDATE", "MERGE") and p.text]
+        new_vectors = (
+            dict(zip(rewritten, await self._embedder.embed(rewritten), strict=True)) if rewritten else {}
+        )
+        outcome = _Outcome()
+        async with self._metadata.transaction() as tx:
+            for plan in plans:
+                await self._apply(tx, plan, request, level, app_id, now, new_vectors, hash_key, outcome)
+            await tx.bump_version(request.user_id)
+        if outcome.deletes:
+            await self._vectors.delete(outcome.deletes)
+        if outcome.upserts:
+            await self._vectors.upsert(outcome.upserts)
+        return outcome.decisions
+
+    async def _apply(
+        self,
+        tx: MetadataTx,
+        plan: Plan,
+        request: AddRequest,
+        level: Level,
+        app_id: str,
+        now: datetime,
+        new_vectors: dict[str, np.ndarray],
+        hash_key: bytes,
+        outcome: _Outcome,
+    ) -> None:
+        if plan.op == "NONE":
+            if plan.target is not None:
+                await tx.add_change(plan.target, OpType.NONE, OpSource.SYSTEM, plan.reason, now)
+            outcome.decisions.append(_decision("NONE", plan.target, plan.fact.text, plan.reason))
+            return
+        if plan.op in ("UPDATE", "MERGE"):
+            await self._rewrite(tx, plan, now, new_vectors, hash_key, outcome)
+            return
+        memory = self._memory_for(plan, request, level, app_id, now)
+        target = await tx.get_memory(request.user_id, plan.target.memory_id) if plan.target else None
+        if plan.op == "SUPERSEDE" and target is not None and target.status is Status.ACTIVE:
+            await self._supersede(tx, memory, target, plan.reason, now, outcome)
+        else:
+            await self._add(tx, memory, plan.reason, now, outcome)
+        outcome.upserts.append(vector_record(memory, plan.vector))
+
+    def _memory_for(
+        self, plan: Plan, request: AddRequest, level: Level, app_id: str, now: datetime
+    ) -> Memory:
+        fact: Fact = plan.fact
+        return new_memory(
+            self.settings.weights,
+            user_id=request.user_id,
+            app_id=app_id,
+            level=level,
+            session_id=request.session_id,
+            ownership=fact.ownership,
+            mem_type=fact.mem_type,
+            content=fact.text,
+            content_hash=plan.content_hash,
+            embedding_model=self._embedder.model_name,
+            now=now,
+            valid_at=fact.valid_at,
+            is_important=False,
+            expire_at=fact.expire_at,
+            source_msg_id=fact.source_msg_id,
+            custom_tags=fact.custom_tags,
+            entities=fact.entities,
+        )
+
+    async def _add(
+        self, tx: MetadataTx, memory: Memory, reason: str, now: datetime, outcome: _Outcome
+    ) -> None:
+        outcome.deletes.extend(await make_room(tx, self.settings, memory, now))
+        await tx.insert_memory(memory)
+        await tx.add_change(memory, OpType.ADD, OpSource.SYSTEM, reason, now, content_after=memory.content)
+        await tx.add_to_counters(memory.user_id, counter_deltas([memory], +1))
+        outcome.decisions.append(_decision("ADD", memory, memory.content, reason))
+
+    async def _supersede(
+        self, tx: MetadataTx, memory: Memory, old: Memory, reason: str, now: datetime, outcome: _Outcome
+    ) -> None:
+        if memory.valid_at >= old.valid_at:
+            # The newer fact wins: the old one stays, closed at the moment the new one became true.
+            outcome.deletes.extend(await make_room(tx, self.settings, memory, now))
+            await tx.insert_memory(memory)
+            await tx.add_change(
+                memory, OpType.ADD, OpSource.SYSTEM, reason, now, content_after=memory.content
+            )
+            await tx.add_to_counters(memory.user_id, counter_deltas([memory], +1))
+            await self._close(tx, old, by=memory, reason=reason, now=now)
+            await tx.add_to_counters(old.user_id, counter_deltas([old], -1))
+            outcome.decisions.append(
+                _decision("SUPERSEDE", old, memory.content, f"{reason}; new id {memory.memory_id}")
+            )
+            return
+        # An older statement arrived late: it is history from the start, the current fact stays.
+        memory.status = Status.SUPERSEDED
+        memory.invalid_at = old.valid_at
+        memory.superseded_by = old.memory_id
+        await tx.insert_memory(memory)
+        await tx.add_change(
+            memory,
+            OpType.SUPERSEDE,
+            OpSource.SYSTEM,
+            f"older than {old.memory_id}: {reason}",
+            now,
+            content_after=memory.content,
+        )
+        outcome.decisions.append(
+            _decision("SUPERSEDE", memory, memory.content, f"stored as history: {reason}")
+        )
+
+    async def _close(self, tx: MetadataTx, old: Memory, *, by: Memory, reason: str, now: datetime) -> None:
+        old.status = Status.SUPERSEDED
+        old.invalid_at = by.valid_at
+        old.superseded_by = by.memory_id
+        old.updated_at = now
+        await tx.save_memory(old)
+        await tx.add_change(
+            old,
+            OpType.SUPERSEDE,
+            OpSource.SYSTEM,
+            f"superseded by {by.memory_id}: {reason}",
+            now,
+            content_before=old.content,
+            content_after=by.content,
+        )
+
+    async def _rewrite(
+        self,
+        tx: MetadataTx,
+        plan: Plan,
+        now: datetime,
+        new_vectors: dict[str, np.ndarray],
+        hash_key: bytes,
+        outcome: _Outcome,
+    ) -> None:
+        assert plan.target is not None and plan.text is not None
+        memory = await tx.get_memory(plan.target.user_id, plan.target.memory_id)
+        if memory is None or memory.status is not Status.ACTIVE or memory.content is None:
+            raise EngramError(ErrorCode.NOT_FOUND, "an evolution target vanished mid-write")
+        before = memory.content
+        base = initial_weight(
+            self.settings.weights,
+            memory.ownership,
+            memory.mem_type,
+            is_important=memory.is_important,
+            time_bound=memory.expire_at is not None,
+        )
+        current = decayed_weight(
+            memory.weight,
+            memory.weight_at,
+            now,
+            is_important=memory.is_important,
+            exempt=is_decay_exempt(memory.custom_tags, self.settings.decay),
+            settings=self.settings.decay,
+        )
+        # Seed's table: UPDATE resets to the type's initial weight; MERGE keeps the higher, never below it.
+        memory.weight = base if plan.op == "UPDATE" else merged_weight(current, base, initial=base)
+        memory.weight_at = now
+        memory.content = plan.text
+        memory.content_hash = content_hash(plan.text, hash_key)
+        memory.entities = list(
+            dict.fromkeys([*memory.entities, *plan.fact.entities, *statements.entities(plan.text)])
+        )[:8]
+        memory.embedding_model = self._embedder.model_name
+        memory.updated_at = now
+        await tx.save_memory(memory)
+        op = OpType.UPDATE if plan.op == "UPDATE" else OpType.MERGE
+        await tx.add_change(
+            memory, op, OpSource.SYSTEM, plan.reason, now, content_before=before, content_after=plan.text
+        )
+        outcome.upserts.append(vector_record(memory, new_vectors[plan.text]))
+        outcome.decisions.append(_decision(plan.op, memory, plan.text, plan.reason))
+
+
+def _decision(op: str, memory: Memory | None, content: str | None, reason: str) -> Decision:
+    return Decision(op=op, memory_id=memory.memory_id if memory else None, content=content, reason=reason)
+
+
+def decisions_summary(decisions: Sequence[Decision]) -> dict[str, int]:
+    """Counts of each decision kind (for metrics and logs: no content)."""
+    counts: dict[str, int] = {}
+    for decision in decisions:
+        counts[decision.op] = counts.get(decision.op, 0) + 1
+    return counts

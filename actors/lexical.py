@@ -1,0 +1,198 @@
+"""Lexical relevance for hybrid recall (seed 004): a bilingual tokenizer, BM25 and an entity boost.
+
+Pure functions and in-memory structures only; the recall pipeline builds one ``Bm25Index`` per user
+from that user's memories and fuses its scores with vector similarity.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["Bm25Index", "entity_overlap", "fuse", "stem", "tokenize"]
+
+# Han (incl. extension A and compatibility ideographs), kana and Hangul: scripts written without
+# spaces, so they are split into character unigrams and bigrams instead of words.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN_RE = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W_{_CJK}]+(?:['\u2019][^\W_{_CJK}]+)*)")
+_VOWELS = frozenset("aeiouy")
+
+_STOPWORD_TEXT = """
+a about above after again against all am an and any are aren arent as at be because been before
+being below between both but by can cant could couldnt did didnt do does doesnt doing dont down
+during each few for from further had hadnt has hasnt have havent having he hed hell hes her here
+heres hers herself him himself his how hows i id ill im ive if in into is isnt it its itself
+just lets me more most my myself no nor not of off on once only or other ought our ours
+ourselves out over own same shant she shed shell shes should shouldnt so some such than that
+thats the their theirs them themselves then there theres these they theyd theyll theyre theyve
+this those through to too under until up very was wasnt we wed well were weve werent what whats
+when whens where wheres which while who whos whom why whys will with wont would wouldnt you youd
+youll youre youve your yours yourself yourselves
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+# Particles so frequent in Chinese that their unigrams carry no signal (bigrams keep them).
+_CJK_STOP_CHARS = frozenset("的了吗呢吧啊呀么是在")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Light, deterministic English suffix stripping (plurals, -ing, -ed, final -e), to a fixed point."""
+    while True:
+        stemmed = _stem_once(word)
+        if stemmed == word:
+            return word
+        word = stemmed
+
+
+def _stem_once(word: str) -> str:
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith(("ies", "ied")) and len(word) > 4:
+        return word[:-2]
+    if word.endswith("sses"):
+        return word[:-2]
+    if word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and not word.endswith("eed"):
+            base = word[: -len(suffix)]
+            # "thing", "bring", "red" and "need" keep their ending: no vowel or too short a stem.
+            if len(base) >= 3 and any(c in _VOWELS for c in base):
+                if len(base) > 3 and base[-1] == base[-2] and base[-1] not in "lszaeiou":
+                    base = base[:-1]
+                return base
+            return word
+    # As in Porter's stemmer: "party"/"parties" and "movie"/"movies" meet at "parti" and "movi",
+    # and "hike"/"hiked"/"hiking" at "hik".
+    if word.endswith("y") and any(c in _VOWELS for c in word[:-1]):
+        return word[:-1] + "i"
+    if word.endswith("e") and not word.endswith("ee"):
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased, stemmed English words without stopwords (numbers kept) and CJK uni- and bigrams."""
+    tokens: list[str] = []
+    for match in _TOKEN_RE.finditer(unicodedata.normalize("NFKC", text).casefold()):
+        run = match.group("cjk")
+        if run is not None:
+            tokens.extend(c for c in run if c not in _CJK_STOP_CHARS)
+            tokens.extend(run[i : i + 2] for i in range(len(run) - 1))
+            continue
+        word = match.group("word").replace("'", "").replace("\u2019", "")
+        if word not in _STOPWORDS:
+            tokens.append(stem(word))
+    return tokens
+
+
+class Bm25Index:
+    """Okapi BM25 over one user's documents (token lists); rebuilt whenever those documents change."""
+
+    def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75) -> None:
+        if k1 < 0 or not 0 <= b <= 1:
+            raise ValueError("BM25 needs k1 >= 0 and 0 <= b <= 1")
+        self.k1 = k1
+        self.b = b
+        self.size = len(documents)
+        vocabulary: dict[str, int] = {}
+        term_ids: list[int] = []
+        doc_ids: list[int] = []
+        freqs: list[int] = []
+        lengths = np.zeros(self.size, dtype=np.float64)
+        for doc, tokens in enumerate(documents):
+            lengths[doc] = len(tokens)
+            for term, tf in Counter(tokens).items():
+                term_ids.append(vocabulary.setdefault(term, len(vocabulary)))
+                doc_ids.append(doc)
+                freqs.append(tf)
+        self._vocabulary = vocabulary
+        terms = np.asarray(term_ids, dtype=np.int64)
+        # Postings grouped by term (CSC layout): term t's documents are _docs[_start[t]:_start[t+1]].
+        order = np.argsort(terms, kind="stable")
+        self._docs = np.asarray(doc_ids, dtype=np.int64)[order]
+        doc_freq = np.bincount(terms, minlength=len(vocabulary))
+        self._start = np.concatenate(([0], np.cumsum(doc_freq))).astype(np.int64)
+        term_freq = np.asarray(freqs, dtype=np.float64)[order]
+        mean_length = float(lengths.mean()) if self.size and lengths.any() else 1.0
+        norm = k1 * (1.0 - b + b * lengths[self._docs] / mean_length)
+        # The query-independent part of each posting's score, so a query is one gather and add per term.
+        self._partial = term_freq * (k1 + 1.0) / (term_freq + norm)
+        self._idf = np.log1p((self.size - doc_freq + 0.5) / (doc_freq + 0.5))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def idf(self, term: str) -> float:
+        """Inverse document frequency of ``term`` (0.0 for a term no document holds)."""
+        term_id = self._vocabulary.get(term)
+        return 0.0 if term_id is None else float(self._idf[term_id])
+
+    def scores(self, query_tokens: Iterable[str]) -> np.ndarray:
+        """BM25 score of every document for the query (each distinct query term counted once)."""
+        scores = np.zeros(self.size, dtype=np.float64)
+        for term in dict.fromkeys(query_tokens):
+            term_id = self._vocabulary.get(term)
+            if term_id is None:
+                continue
+            lo, hi = self._start[term_id], self._start[term_id + 1]
+            # Each document appears once in a term's postings, so fancy-index += is safe here.
+            scores[self._docs[lo:hi]] += self._idf[term_id] * self._partial[lo:hi]
+        return scores
+
+    def normalised_scores(self, query_tokens: Iterable[str]) -> np.ndarray:
+        """Scores divided by the best one, so in [0, 1]; all zeros when no document matches."""
+        scores = self.scores(query_tokens)
+        best = float(scores.max()) if scores.size else 0.0
+        if best > 0:
+            scores /= best
+        return scores
+
+
+def entity_overlap(query: str | Iterable[str], memory_entities: Iterable[str]) -> float:
+    """Mean share of each memory entity's tokens found in the query: 1.0 when every entity is named."""
+    if isinstance(query, str):
+        present = set(tokenize(query))
+    else:
+        present = set()
+        for item in query:
+            # Accept both tokenize() output and raw entity names: keep the item and its tokens.
+            present.add(item.casefold())
+            present.update(tokenize(item))
+    coverages: list[float] = []
+    for entity in memory_entities:
+        tokens = set(tokenize(entity))
+        if tokens:
+            coverages.append(len(tokens & present) / len(tokens))
+    return math.fsum(coverages) / len(coverages) if coverages else 0.0
+
+
+def fuse(
+    semantic: np.ndarray,
+    lexical: np.ndarray,
+    entity: np.ndarray,
+    *,
+    w_semantic: float,
+    w_lexical: float,
+    w_entity: float,
+) -> np.ndarray:
+    """Weighted mean of the three relevance signals (each in [0, 1]), clipped to [0, 1]."""
+    weights = (w_semantic, w_lexical, w_entity)
+    if any(w < 0 or not math.isfinite(w) for w in weights) or sum(weights) <= 0:
+        raise ValueError("fusion weights must be finite, non-negative and not all zero")
+    total = math.fsum(weights)
+    fused = (
+        w_semantic * np.asarray(semantic, dtype=np.float64)
+        + w_lexical * np.asarray(lexical, dtype=np.float64)
+        + w_entity * np.asarray(entity, dtype=np.float64)
+    ) / total
+    result: np.ndarray = np.clip(np.nan_to_num(fused, nan=0.0), 0.0, 1.0)
+    return result

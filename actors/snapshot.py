@@ -1,0 +1,106 @@
+"""Per-user recall snapshots (DESIGN decision 5): a user's recallable memories, their vectors and
+their lexical index, held in memory and validated by the user's change version.
+
+A user holds at most a few thousand memories, so scoring all of them in numpy costs well under a
+millisecond; the snapshot keeps recall off the vector store's full-collection scan. The version is
+bumped by every committed change of content or status; weights moved by recall hits are picked up
+when the snapshot's time-to-live lapses.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from actors.lexical import Bm25Index, tokenize
+from models.domain import Memory
+from models.enums import Status
+from storage.embedders import Embedder
+from storage.metadata import MetadataStore
+from storage.vectors import VectorStore
+
+RECALLABLE = (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)
+
+
+@dataclass
+class UserSnapshot:
+    """Everything recall scores for one user, aligned by position."""
+
+    version: int
+    loaded_at: float
+    memories: list[Memory]
+    vectors: np.ndarray
+    lexicon: Bm25Index
+    entity_tokens: list[frozenset[str]] = field(default_factory=list)
+
+
+class SnapshotCache:
+    """An LRU of user snapshots, reloaded when the user's version moves or the TTL lapses."""
+
+    def __init__(
+        self,
+        metadata: MetadataStore,
+        vectors: VectorStore,
+        embedder: Embedder,
+        *,
+        max_users: int,
+        ttl_s: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._metadata = metadata
+        self._vectors = vectors
+        self._embedder = embedder
+        self._max_users = max_users
+        self._ttl_s = ttl_s
+        self._monotonic = monotonic
+        self._cache: OrderedDict[str, UserSnapshot] = OrderedDict()
+
+    async def get(self, user_id: str) -> UserSnapshot:
+        """The user's current snapshot, loading it when missing or stale."""
+        async with self._metadata.transaction() as tx:
+            version = await tx.version(user_id)
+            cached = self._cache.get(user_id)
+            if (
+                cached is not None
+                and cached.version == version
+                and self._monotonic() - cached.loaded_at < self._ttl_s
+            ):
+                self._cache.move_to_end(user_id)
+                return cached
+            rows = await tx.memories_with_status(user_id, RECALLABLE)
+        snapshot = await self._build(version, [m for m in rows if m.content is not None])
+        self._cache[user_id] = snapshot
+        self._cache.move_to_end(user_id)
+        while len(self._cache) > self._max_users:
+            self._cache.popitem(last=False)
+        return snapshot
+
+    def invalidate(self, user_id: str) -> None:
+        """Forget a user's snapshot (this process changed the user)."""
+        self._cache.pop(user_id, None)
+
+    async def _build(self, version: int, memories: list[Memory]) -> UserSnapshot:
+        stored = await self._vectors.get_vectors([m.memory_id for m in memories])
+        missing = [m for m in memories if m.memory_id not in stored]
+        if missing:
+            # Archived memories left the active index, and drift is possible until reconcile runs:
+            # embed what the vector store lacks so every recallable memory can be scored.
+            fresh = await self._embedder.embed([m.content or "" for m in missing])
+            stored.update({m.memory_id: fresh[i] for i, m in enumerate(missing)})
+        matrix = (
+            np.vstack([np.asarray(stored[m.memory_id], dtype=np.float32) for m in memories])
+            if memories
+            else np.zeros((0, self._embedder.dim), dtype=np.float32)
+        )
+        return UserSnapshot(
+            version=version,
+            loaded_at=self._monotonic(),
+            memories=memories,
+            vectors=matrix,
+            lexicon=Bm25Index([tokenize(m.content or "") for m in memories]),
+            entity_tokens=[frozenset(t for e in m.entities for t in tokenize(e)) for m in memories],
+        )

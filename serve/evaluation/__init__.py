@@ -1,0 +1,1 @@
+"""Offline evaluation harnesses (LoCoMo evidence retrieval) run by ``engram eval``."""
