@@ -100,3 +100,14 @@ async def _evict(tx: MetadataTx, rows: Sequence[EvictionRow], status: Status, no
         for dimension in capacity.dimensions_for(row.app_id):
             deltas[dimension] -= 1
     await tx.add_to_counters(user_id, deltas)
+
+
+async def admit(
+    tx: MetadataTx, settings: Settings, memory: Memory, op_source: OpSource, reason: str, now: datetime
+) -> list[str]:
+    """Insert a new active memory with its ADD entry and counters, making room first; returns evictions."""
+    evicted = await make_room(tx, settings, memory, now)
+    await tx.insert_memory(memory)
+    await tx.add_change(memory, OpType.ADD, op_source, reason, now, content_after=memory.content)
+    await tx.add_to_counters(memory.user_id, counter_deltas([memory], +1))
+    return evicted

@@ -157,9 +157,8 @@ class Evolver:
             if isinstance(result, EvolutionOutput):
                 proposals[i] = result
             else:
-                proposals[i] = (
-                    f"LLM failed ({type(result).__name__ if isinstance(result, EngineError) else 'bad output'})"
-                )
+                kind = type(result).__name__ if isinstance(result, EngineError) else "bad output"
+                proposals[i] = f"LLM failed ({kind})"
         return proposals
 
     def _validated(

@@ -19,6 +19,7 @@ from actors.tasks import EXTRACT_TASK, ExtractedFact, ExtractionOutput, FactKind
 from models.api import AddRequest, Message
 from models.enums import MemType, Ownership, Role
 from models.errors import EngramError, ErrorCode
+from models.settings import ExtractionSettings
 
 _ROLE_OF = {Ownership.USER: Role.USER, Ownership.AGENT: Role.ASSISTANT}
 _TYPE_OF: dict[FactKind, MemType] = {
@@ -48,29 +49,62 @@ class Fact:
     custom_tags: list[str] = field(default_factory=list)
 
 
-async def extract_facts(engine: Engine, request: AddRequest, now: datetime) -> list[Fact]:
+async def extract_facts(
+    engine: Engine, request: AddRequest, now: datetime, settings: ExtractionSettings
+) -> list[Fact]:
     """The facts of a conversation, per ownership, in the language they were said in."""
     wanted = [request.ownership] if request.ownership else [Ownership.USER, Ownership.AGENT]
     jobs: list[tuple[Ownership, list[Message]]] = []
     for ownership in wanted:
         messages = [m for m in request.messages if m.role is _ROLE_OF[ownership]]
-        # Greetings and thanks alone cost no model time: nothing there is worth remembering.
-        if any(not statements.is_chitchat(m.content) for m in messages if m.content.strip()):
-            jobs.append((ownership, messages))
+        worth = [m for m in messages if _worth_reading(m.content, settings)]
+        if not worth:
+            continue
+        if settings.split_statements and engine.is_llm:
+            jobs.extend((ownership, [statement]) for statement in _statement_messages(worth, settings))
+        else:
+            jobs.append((ownership, worth if settings.personal_prefilter else messages))
     if not jobs:
         return []
-    requests = [_request(ownership, messages, request, now) for ownership, messages in jobs]
+    requests = [_request(ownership, messages, request, now, settings) for ownership, messages in jobs]
     results = await generate_with_retry(engine, requests)
     facts: list[Fact] = []
     for (ownership, messages), result in zip(jobs, results, strict=True):
         if isinstance(result, EngineError) or not isinstance(result, ExtractionOutput):
             raise EngramError(ErrorCode.EXTRACTION_FAILED, f"extraction failed after a retry: {result}")
-        facts.extend(_to_fact(f, ownership, messages, request, now) for f in result.facts if f.text.strip())
+        facts.extend(
+            _to_fact(f, ownership, messages, request, now, trust_source=not engine.is_llm)
+            for f in result.facts
+            if f.text.strip()
+        )
     return _unique(facts)
 
 
+def _worth_reading(content: str, settings: ExtractionSettings) -> bool:
+    """Greetings and thanks never reach an engine; with the prefilter, neither does general knowledge."""
+    if not content.strip() or statements.is_chitchat(content):
+        return False
+    if not settings.personal_prefilter:
+        return True
+    return any(statements.is_personal(s) for s in statements.split_statements(content))
+
+
+def _statement_messages(messages: Sequence[Message], settings: ExtractionSettings) -> list[Message]:
+    """Each personal statement as a message of its own (same id and time as the one it came from)."""
+    split: list[Message] = []
+    for message in messages:
+        for statement in statements.split_statements(message.content):
+            if not settings.personal_prefilter or statements.is_personal(statement):
+                split.append(message.model_copy(update={"content": statement}))
+    return split
+
+
 def _request(
-    ownership: Ownership, messages: Sequence[Message], request: AddRequest, now: datetime
+    ownership: Ownership,
+    messages: Sequence[Message],
+    request: AddRequest,
+    now: datetime,
+    settings: ExtractionSettings,
 ) -> StructuredRequest:
     pairs = [(m.role.value, m.content) for m in messages]
     return StructuredRequest(
@@ -84,7 +118,7 @@ def _request(
             "ownership": ownership.value,
             "today": now.date().isoformat(),
         },
-        max_tokens=768,
+        max_tokens=settings.max_tokens,
     )
 
 
@@ -94,27 +128,37 @@ def _to_fact(
     messages: Sequence[Message],
     request: AddRequest,
     now: datetime,
+    *,
+    trust_source: bool,
 ) -> Fact:
-    source = _source_message(extracted, messages)
+    source = _source_message(extracted, messages, trust_source=trust_source)
     said_at = source.timestamp if source is not None and source.timestamp is not None else now
+    expires = extracted.expires_in_days
+    if expires is not None and (source is None or statements.expiry_days(source.content) is None):
+        # An expiry is kept only when the source says something about time ("next week", "下周"):
+        # small models attach expiries to everything, and a wrong one would archive a lasting fact.
+        expires = None
     return Fact(
         text=extracted.text.strip(),
         ownership=ownership,
         mem_type=_TYPE_OF[extracted.kind],
         importance=extracted.importance,
         valid_at=said_at,
-        expire_at=None
-        if extracted.expires_in_days is None
-        else said_at + timedelta(days=extracted.expires_in_days),
+        expire_at=None if expires is None else said_at + timedelta(days=expires),
         source_msg_id=source.msg_id if source is not None else None,
         entities=list(dict.fromkeys(extracted.entities or statements.entities(extracted.text)))[:8],
         custom_tags=list(request.strategy.custom_tags),
     )
 
 
-def _source_message(fact: ExtractedFact, messages: Sequence[Message]) -> Message | None:
-    """The message a fact came from: the engine's word if it names one of them, else the best overlap."""
-    if fact.source_msg_id is not None:
+def _source_message(
+    fact: ExtractedFact, messages: Sequence[Message], *, trust_source: bool
+) -> Message | None:
+    """The message a fact came from: a deterministic engine's word, else the message sharing most words.
+
+    LLMs invent message ids ("1234567890"), so their word is not taken.
+    """
+    if trust_source and fact.source_msg_id is not None:
         for message in messages:
             if message.msg_id == fact.source_msg_id:
                 return message

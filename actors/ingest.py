@@ -14,13 +14,13 @@ from datetime import datetime
 import numpy as np
 
 from actors import statements
-from actors.admission import counter_deltas, make_room
+from actors.admission import admit, counter_deltas
 from actors.engines.base import Engine
 from actors.evolution import Evolver, Existing, Plan
 from actors.extraction import Fact, extract_facts
 from actors.records import new_memory, placement, vector_record
 from actors.snapshot import SnapshotCache
-from lifecycle.decay import decayed_weight, initial_weight, is_decay_exempt, merged_weight
+from lifecycle.decay import merged_weight, type_initial_weight, weight_now
 from models.api import AddRequest, Decision
 from models.domain import Memory
 from models.enums import Level, OpSource, OpType, Status
@@ -64,7 +64,7 @@ class Ingestor:
     async def process(self, request: AddRequest) -> list[Decision]:
         """Extract, evolve and store; returns one decision per extracted fact."""
         now = self._clock()
-        facts = await extract_facts(self.engine, request, now)
+        facts = await extract_facts(self.engine, request, now, self.settings.extraction)
         if not facts:
             return []
         level, app_id = placement(request.level, request.app_id, request.session_id)
@@ -155,10 +155,7 @@ class Ingestor:
     async def _add(
         self, tx: MetadataTx, memory: Memory, reason: str, now: datetime, outcome: _Outcome
     ) -> None:
-        outcome.deletes.extend(await make_room(tx, self.settings, memory, now))
-        await tx.insert_memory(memory)
-        await tx.add_change(memory, OpType.ADD, OpSource.SYSTEM, reason, now, content_after=memory.content)
-        await tx.add_to_counters(memory.user_id, counter_deltas([memory], +1))
+        outcome.deletes.extend(await admit(tx, self.settings, memory, OpSource.SYSTEM, reason, now))
         outcome.decisions.append(_decision("ADD", memory, memory.content, reason))
 
     async def _supersede(
@@ -166,12 +163,7 @@ class Ingestor:
     ) -> None:
         if memory.valid_at >= old.valid_at:
             # The newer fact wins: the old one stays, closed at the moment the new one became true.
-            outcome.deletes.extend(await make_room(tx, self.settings, memory, now))
-            await tx.insert_memory(memory)
-            await tx.add_change(
-                memory, OpType.ADD, OpSource.SYSTEM, reason, now, content_after=memory.content
-            )
-            await tx.add_to_counters(memory.user_id, counter_deltas([memory], +1))
+            outcome.deletes.extend(await admit(tx, self.settings, memory, OpSource.SYSTEM, reason, now))
             await self._close(tx, old, by=memory, reason=reason, now=now)
             await tx.add_to_counters(old.user_id, counter_deltas([old], -1))
             outcome.decisions.append(
@@ -220,26 +212,14 @@ class Ingestor:
         hash_key: bytes,
         outcome: _Outcome,
     ) -> None:
-        assert plan.target is not None and plan.text is not None
+        assert plan.target is not None
+        assert plan.text is not None
         memory = await tx.get_memory(plan.target.user_id, plan.target.memory_id)
         if memory is None or memory.status is not Status.ACTIVE or memory.content is None:
             raise EngramError(ErrorCode.NOT_FOUND, "an evolution target vanished mid-write")
         before = memory.content
-        base = initial_weight(
-            self.settings.weights,
-            memory.ownership,
-            memory.mem_type,
-            is_important=memory.is_important,
-            time_bound=memory.expire_at is not None,
-        )
-        current = decayed_weight(
-            memory.weight,
-            memory.weight_at,
-            now,
-            is_important=memory.is_important,
-            exempt=is_decay_exempt(memory.custom_tags, self.settings.decay),
-            settings=self.settings.decay,
-        )
+        base = type_initial_weight(memory, self.settings.weights)
+        current = weight_now(memory, now, self.settings.decay)
         # Seed's table: UPDATE resets to the type's initial weight; MERGE keeps the higher, never below it.
         memory.weight = base if plan.op == "UPDATE" else merged_weight(current, base, initial=base)
         memory.weight_at = now

@@ -15,14 +15,14 @@ from dataclasses import replace
 from datetime import datetime
 
 from actors import capacity, statements
-from actors.admission import check_important_mark, counter_deltas, make_room
+from actors.admission import admit, check_important_mark, counter_deltas
 from actors.engines.base import Engine
-from actors.engines.rules import RulesEngine
+from actors.engines.factory import engine_from_settings
 from actors.ingest import Ingestor
 from actors.recall import Recaller
 from actors.records import new_memory, placement, vector_record
 from actors.views import change_view, memory_view
-from lifecycle.decay import decayed_weight, initial_weight, is_decay_exempt, recovered_weight
+from lifecycle.decay import recovered_weight, type_initial_weight, weight_now
 from models.api import (
     AddRequest,
     AddStructuredRequest,
@@ -71,7 +71,13 @@ class MemoryService:
         self.clock = clock
         self.recaller = Recaller(settings, metadata, vectors, embedder, clock)
         self.ingestor = Ingestor(
-            settings, metadata, vectors, embedder, self.recaller.snapshots, engine or RulesEngine(), clock
+            settings,
+            metadata,
+            vectors,
+            embedder,
+            self.recaller.snapshots,
+            engine or engine_from_settings(settings.engine),
+            clock,
         )
         self._background: set[asyncio.Task[None]] = set()
 
@@ -119,12 +125,7 @@ class MemoryService:
                 entities=statements.entities(request.content),
                 source_type="structured",
             )
-            evicted = await make_room(tx, self.settings, memory, now)
-            await tx.insert_memory(memory)
-            await tx.add_change(
-                memory, OpType.ADD, op_source, "add_structured", now, content_after=memory.content
-            )
-            await tx.add_to_counters(memory.user_id, counter_deltas([memory], +1))
+            evicted = await admit(tx, self.settings, memory, op_source, "add_structured", now)
             await tx.bump_version(memory.user_id)
         if evicted:
             await self.vectors.delete(evicted)
@@ -183,13 +184,7 @@ class MemoryService:
         return memory_view(memory)
 
     def _weight_after_update(self, memory: Memory, current: float, content_changed: bool) -> float:
-        base = initial_weight(
-            self.settings.weights,
-            memory.ownership,
-            memory.mem_type,
-            is_important=memory.is_important,
-            time_bound=memory.expire_at is not None,
-        )
+        base = type_initial_weight(memory, self.settings.weights)
         # A corrected statement starts afresh at its type's weight (the seed's UPDATE rule); a mark
         # as important lifts it to at least the important weight; other metadata keeps the weight.
         if content_changed:
@@ -248,27 +243,21 @@ class MemoryService:
 
     async def record_recall_hits(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
         """R4: count the hit, reset the decay clock and recover weight up to the type's initial."""
+        hits: dict[str, tuple[float, int]] = {}
         async with self.metadata.transaction() as tx:
             for memory in (await tx.get_memories(user_id, memory_ids)).values():
                 if memory.status is not Status.ACTIVE or memory.content is None:
                     continue
-                cap = initial_weight(
-                    self.settings.weights,
-                    memory.ownership,
-                    memory.mem_type,
-                    is_important=memory.is_important,
-                    time_bound=memory.expire_at is not None,
-                )
-                await tx.record_recall_hit(
-                    user_id,
-                    memory.memory_id,
-                    weight=recovered_weight(
-                        self._decayed(memory, at), self.settings.recall.delta_recall, cap
-                    ),
-                    at=at,
-                    recall_count=memory.recall_count + 1,
-                )
-            await tx.bump_version(user_id)
+                cap = type_initial_weight(memory, self.settings.weights)
+                weight = recovered_weight(self._decayed(memory, at), self.settings.recall.delta_recall, cap)
+                count = memory.recall_count + 1
+                if await tx.record_recall_hit(
+                    user_id, memory.memory_id, weight=weight, at=at, recall_count=count
+                ):
+                    hits[memory.memory_id] = (weight, count)
+        # No version bump: a hit changes no content, and a bump would discard the snapshot on every
+        # recall. This process's snapshot takes the new weights now, other processes within the TTL.
+        self.recaller.snapshots.note_recall_hits(user_id, hits, at)
 
     async def drain(self) -> None:
         """Wait for background recall-hit bookkeeping (tests, shutdown)."""
@@ -303,12 +292,4 @@ class MemoryService:
         return ChangeLogPage(changes=[change_view(e) for e in entries], next_cursor=next_cursor)
 
     def _decayed(self, memory: Memory, now: datetime) -> float:
-        return decayed_weight(
-            memory.weight,
-            memory.weight_at,
-            now,
-            is_important=memory.is_important,
-            exempt=is_decay_exempt(memory.custom_tags, self.settings.decay),
-            settings=self.settings.decay,
-        )
-
+        return weight_now(memory, now, self.settings.decay)

@@ -164,7 +164,7 @@ statement in "text"; target is that memory's ref.
 - NONE: a memory already says the same thing in other words, or the fact is not worth keeping; \
 target is that memory's ref or null.
 Rules:
-- target must be one of the refs listed with the memories; never invent a ref. Only ADD has no memory.
+- target is null or one of the refs listed with the memories; never invent a ref.
 - Keep the language of the facts. Give a short reason.
 Answer with JSON only: {"event": "ADD"|"UPDATE"|"SUPERSEDE"|"NONE", "target": ref or null, \
 "text": merged statement or null, "reason": string}"""

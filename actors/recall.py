@@ -18,7 +18,7 @@ from actors import isolation, ranking
 from actors.lexical import Bm25Index, fuse, tokenize
 from actors.snapshot import SnapshotCache, UserSnapshot
 from actors.views import recalled_memory
-from lifecycle.decay import decayed_weight, is_decay_exempt
+from lifecycle.decay import weight_now
 from models.api import RecallRequest, RecallResponse
 from models.domain import Memory
 from models.errors import EngramError, ErrorCode
@@ -65,7 +65,9 @@ class Recaller:
             async with asyncio.timeout(timeout_ms / 1000):
                 return await self._recall(request)
         except TimeoutError as exc:
-            raise EngramError(ErrorCode.RECALL_TIMEOUT, f"recall did not finish within {timeout_ms} ms") from exc
+            raise EngramError(
+                ErrorCode.RECALL_TIMEOUT, f"recall did not finish within {timeout_ms} ms"
+            ) from exc
 
     async def _recall(self, request: RecallRequest) -> RecallOutcome:
         settings = self.settings.recall
@@ -96,14 +98,7 @@ class Recaller:
 
     def _current_weight(self, memory: Memory, now: datetime) -> float:
         # R3: the weight used for ranking is decayed to now, whatever the sweep last wrote.
-        return decayed_weight(
-            memory.weight,
-            memory.weight_at,
-            now,
-            is_important=memory.is_important,
-            exempt=is_decay_exempt(memory.custom_tags, self.settings.decay),
-            settings=self.settings.decay,
-        )
+        return weight_now(memory, now, self.settings.decay)
 
 
 def hybrid_relevance(

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 
@@ -79,9 +80,16 @@ class SnapshotCache:
             self._cache.popitem(last=False)
         return snapshot
 
-    def invalidate(self, user_id: str) -> None:
-        """Forget a user's snapshot (this process changed the user)."""
-        self._cache.pop(user_id, None)
+    def note_recall_hits(self, user_id: str, hits: Mapping[str, tuple[float, int]], at: datetime) -> None:
+        """Apply recall-hit bookkeeping (weight, count) to a cached snapshot without reloading it."""
+        cached = self._cache.get(user_id)
+        if cached is None or not hits:
+            return
+        for memory in cached.memories:
+            hit = hits.get(memory.memory_id)
+            if hit is not None:
+                memory.weight, memory.recall_count = hit
+                memory.weight_at = memory.last_recalled_at = at
 
     async def _build(self, version: int, memories: list[Memory]) -> UserSnapshot:
         stored = await self._vectors.get_vectors([m.memory_id for m in memories])

