@@ -2,7 +2,8 @@
 
 Extraction runs first and may fail with 50001 before anything is written. All plans of one request
 then commit in one metadata transaction with their change-log entries and counters, so a failure
-leaves nothing half-written; the vector store follows (DESIGN decision 3).
+leaves nothing half-written; the vector store follows (DESIGN decision 3). With a task id, the task
+is marked DONE in that same transaction, so an accepted write takes effect exactly once (W1).
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ from actors.snapshot import SnapshotCache
 from lifecycle.decay import merged_weight, type_initial_weight, weight_now
 from models.api import AddRequest, Decision
 from models.domain import Memory
-from models.enums import Level, OpSource, OpType, Status
+from models.enums import Level, OpSource, OpType, Status, TaskStatus
 from models.errors import EngramError, ErrorCode
 from models.hashing import content_hash
 from models.settings import Settings
 from storage.embedders import Embedder
 from storage.metadata import MetadataStore, MetadataTx
 from storage.vectors import VectorRecord, VectorStore
+
+
+class _AlreadyFinishedError(Exception):
+    """Raised inside the commit transaction to roll it back: another run finished the task first."""
 
 
 @dataclass
@@ -61,11 +66,20 @@ class Ingestor:
         self._evolver = Evolver(settings.evolution, engine)
         self._clock = clock
 
-    async def process(self, request: AddRequest) -> list[Decision]:
-        """Extract, evolve and store; returns one decision per extracted fact."""
+    async def process(self, request: AddRequest, *, task_id: str | None = None) -> list[Decision]:
+        """Extract, evolve and store; returns one decision per extracted fact.
+
+        With ``task_id`` the task is finished DONE in the transaction that commits the plans, and a
+        task already finished returns its stored decisions without doing anything (replay).
+        """
+        if task_id is not None and (stored := await self._finished_decisions(task_id)) is not None:
+            return stored
         now = self._clock()
         facts = await extract_facts(self.engine, request, now, self.settings.extraction)
         if not facts:
+            if task_id is not None:
+                async with self._metadata.transaction() as tx:
+                    await tx.finish_task(task_id, TaskStatus.DONE, decisions=[], error=None, at=now)
             return []
         level, app_id = placement(request.level, request.app_id, request.session_id)
         vectors = await self._embedder.embed([f.text for f in facts])
@@ -90,15 +104,37 @@ class Ingestor:
             dict(zip(rewritten, await self._embedder.embed(rewritten), strict=True)) if rewritten else {}
         )
         outcome = _Outcome()
-        async with self._metadata.transaction() as tx:
-            for plan in plans:
-                await self._apply(tx, plan, request, level, app_id, now, new_vectors, hash_key, outcome)
-            await tx.bump_version(request.user_id)
+        try:
+            async with self._metadata.transaction() as tx:
+                for plan in plans:
+                    await self._apply(tx, plan, request, level, app_id, now, new_vectors, hash_key, outcome)
+                await tx.bump_version(request.user_id)
+                if task_id is not None and not await tx.finish_task(
+                    task_id,
+                    TaskStatus.DONE,
+                    decisions=[d.model_dump(mode="json") for d in outcome.decisions],
+                    error=None,
+                    at=now,
+                ):
+                    raise _AlreadyFinishedError
+        except _AlreadyFinishedError:
+            assert task_id is not None
+            return await self._finished_decisions(task_id) or []
         if outcome.deletes:
             await self._vectors.delete(outcome.deletes)
         if outcome.upserts:
             await self._vectors.upsert(outcome.upserts)
         return outcome.decisions
+
+    async def _finished_decisions(self, task_id: str) -> list[Decision] | None:
+        """The stored decisions of a finished task (empty when it FAILED); None while unfinished."""
+        async with self._metadata.transaction() as tx:
+            task = await tx.get_task(task_id)
+        if task is None:
+            raise EngramError(ErrorCode.NOT_FOUND, f"no task {task_id}")
+        if task.status in (TaskStatus.PENDING, TaskStatus.RUNNING):
+            return None
+        return [Decision.model_validate(d) for d in task.decisions]
 
     async def _apply(
         self,

@@ -266,7 +266,7 @@ class MemoryService:
 
     async def history(self, request: HistoryRequest) -> HistoryResponse:
         """One memory and its full change chain, oldest first (M3)."""
-        async with self.metadata.transaction() as tx:
+        async with self.metadata.transaction(readonly=True) as tx:
             memory = await tx.get_memory(request.user_id, request.memory_id)
             if memory is None:
                 raise EngramError(ErrorCode.NOT_FOUND, f"no memory {request.memory_id}")
@@ -278,7 +278,7 @@ class MemoryService:
 
     async def change_log(self, request: ChangeLogRequest) -> ChangeLogPage:
         """The user's changes by dimension and time range, newest first, paginated (M3)."""
-        async with self.metadata.transaction() as tx:
+        async with self.metadata.transaction(readonly=True) as tx:
             entries = await tx.change_log(
                 request.user_id,
                 app_id=request.app_id,

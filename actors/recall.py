@@ -16,7 +16,7 @@ import numpy as np
 
 from actors import isolation, ranking
 from actors.lexical import Bm25Index, fuse, tokenize
-from actors.snapshot import SnapshotCache, UserSnapshot
+from actors.snapshot import SnapshotCache, UserSnapshot, VectorSource
 from actors.views import recalled_memory
 from lifecycle.decay import weight_now
 from models.api import RecallRequest, RecallResponse
@@ -25,7 +25,6 @@ from models.errors import EngramError, ErrorCode
 from models.settings import RecallSettings, Settings
 from storage.embedders import Embedder
 from storage.metadata import MetadataStore
-from storage.vectors import VectorStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +42,7 @@ class Recaller:
         self,
         settings: Settings,
         metadata: MetadataStore,
-        vectors: VectorStore,
+        vectors: VectorSource,
         embedder: Embedder,
         clock: Callable[[], datetime],
     ) -> None:
@@ -123,13 +122,20 @@ def hybrid_relevance(
         ],
         dtype=np.float64,
     )
+    # A signal that no memory shows for this query is absent, not evidence against every memory:
+    # when nothing shares a word with the query, a paraphrase ("call me a cab" / "prefers taxis")
+    # is judged on meaning alone instead of being held under min_relevance by the lexical share.
+    lexical_weight = settings.lexical_weight if lexical.any() else 0.0
+    entity_weight = settings.entity_weight if entity.any() else 0.0
+    if settings.semantic_weight + lexical_weight + entity_weight <= 0:
+        return np.zeros(len(positions), dtype=np.float64)
     return fuse(
         semantic,
         lexical,
         entity,
         w_semantic=settings.semantic_weight,
-        w_lexical=settings.lexical_weight,
-        w_entity=settings.entity_weight,
+        w_lexical=lexical_weight,
+        w_entity=entity_weight,
     )
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 import numpy as np
 
@@ -22,7 +23,15 @@ from models.domain import Memory
 from models.enums import Status
 from storage.embedders import Embedder
 from storage.metadata import MetadataStore
-from storage.vectors import VectorStore
+
+
+class VectorSource(Protocol):
+    """Where a snapshot reads stored vectors: the vector store, or the process that owns it."""
+
+    async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by memory id (missing ids are left out)."""
+        ...
+
 
 RECALLABLE = (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)
 
@@ -45,7 +54,7 @@ class SnapshotCache:
     def __init__(
         self,
         metadata: MetadataStore,
-        vectors: VectorStore,
+        vectors: VectorSource,
         embedder: Embedder,
         *,
         max_users: int,
@@ -62,7 +71,7 @@ class SnapshotCache:
 
     async def get(self, user_id: str) -> UserSnapshot:
         """The user's current snapshot, loading it when missing or stale."""
-        async with self._metadata.transaction() as tx:
+        async with self._metadata.transaction(readonly=True) as tx:
             version = await tx.version(user_id)
             cached = self._cache.get(user_id)
             if (

@@ -40,3 +40,7 @@ class EngramError(Exception):
 
     def __repr__(self) -> str:
         return f"EngramError({self.code.name}, {self.message!r})"
+
+    def __reduce__(self) -> tuple[type[EngramError], tuple[ErrorCode, str]]:
+        # Crossing a process boundary (Ray) rebuilds the exception from these, code included.
+        return (EngramError, (self.code, self.message))

@@ -131,6 +131,19 @@ class EngineSettings(BaseModel):
     threads: int = Field(1, ge=1)
 
 
+class ServeSettings(BaseModel):
+    """The Ray Serve application: where it listens and how it is split (DESIGN decisions 1, 4, 5)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    app_name: str = "engram"
+    # With the embedded milvus-lite only one process may own the vector file: keep 1 shard there.
+    shard_count: int = Field(1, ge=1)
+    recall_replicas: int = Field(1, ge=1)
+    max_ongoing_requests: int = Field(200, ge=1)
+    mailbox_idle_s: float = Field(300.0, gt=0)
+
+
 class LifecycleSettings(BaseModel):
     """Retention periods of the sweeps (L2)."""
 
@@ -197,6 +210,7 @@ class Settings(BaseSettings):
     evolution: EvolutionSettings = Field(default_factory=EvolutionSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,6 +66,44 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """Start Ray (local), Serve and the app on the configured host and port; Ctrl-C stops it cleanly."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local single-user cluster (DESIGN, Ray facts)
+    import ray
+    from ray import serve
+
+    from serve.app import build_app
+    from serve.shard import shard_name
+
+    settings = load_settings(args.config)
+    if args.port is not None:
+        settings.serve.port = args.port
+    if settings.serve.host not in ("127.0.0.1", "localhost", "::1"):
+        print("refusing to listen beyond this machine: authentication is not configured yet", file=sys.stderr)
+        return 2
+    ray.init(include_dashboard=False, namespace="serve", log_to_driver=False)
+    try:
+        serve.start(http_options={"host": settings.serve.host, "port": settings.serve.port})
+        serve.run(build_app(settings), name=settings.serve.app_name, route_prefix="/")
+        print(
+            f"Engram listens on http://{settings.serve.host}:{settings.serve.port} (Ctrl-C stops it)",
+            flush=True,
+        )
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("stopping Engram ...", file=sys.stderr, flush=True)
+        serve.shutdown()  # type: ignore[no-untyped-call]
+        for i in range(settings.serve.shard_count):
+            with contextlib.suppress(ValueError):
+                shard = ray.get_actor(shard_name(settings.serve.app_name, i), namespace="serve")
+                ray.get(shard.close.remote())
+                ray.kill(shard)
+        ray.shutdown()
+    return 0
+
+
 def engine_name(url: str) -> str:
     """The backend part of a database URL, without credentials."""
     return url.split(":", 1)[0]
@@ -75,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="create or upgrade the metadata schema").set_defaults(func=_migrate)
     commands.add_parser("config", help="print the effective settings as JSON").set_defaults(func=_config)
+    serve_cmd = commands.add_parser("serve", help="start the service (Ray Serve) and block until Ctrl-C")
+    serve_cmd.add_argument("--port", type=int, help="HTTP port (default: serve.port, 8000)")
+    serve_cmd.set_defaults(func=_serve)
     evaluation = commands.add_parser("eval", help="run an offline evaluation")
     benchmarks = evaluation.add_subparsers(dest="benchmark", required=True)
     locomo = benchmarks.add_parser(

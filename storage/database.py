@@ -9,6 +9,9 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+READONLY_OPTION = "engram_readonly"
+"""Execution option marking a transaction that only reads (SQLite then begins it deferred)."""
+
 
 def create_engine(url: str, *, busy_timeout_ms: int = 5000, echo: bool = False) -> AsyncEngine:
     """An async engine; SQLite gets WAL, a busy timeout and foreign keys on every connection."""
@@ -38,7 +41,11 @@ def _configure_sqlite(engine: AsyncEngine, busy_timeout_ms: int) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN")
+        # A deferred transaction that reads, then writes after another connection committed, fails
+        # at once with "database is locked" (the busy timeout does not apply): writers take the
+        # write lock up front and wait their turn; readers stay deferred and never queue behind them.
+        readonly = conn.get_execution_options().get(READONLY_OPTION, False)
+        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:

@@ -95,6 +95,10 @@ class UseEmbedder:
         # Serializes loading and encoding: concurrent calls would oversubscribe the BLAS threads.
         self._lock = threading.Lock()
 
+    def warm_up(self) -> None:
+        """Load the weights now (blocking) so that the first request does not pay for it."""
+        self._encode(["warm up"])
+
     def _encode(self, texts: list[str]) -> Any:
         with self._lock:
             if self._model is None:

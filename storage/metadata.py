@@ -6,22 +6,27 @@ entry commit together (DESIGN decision 3). Content is encrypted here, on the way
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, func, select, update
+from sqlalchemy import Select, and_, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.elements import ColumnElement
 
-from models.domain import ChangeLogEntry, Memory
-from models.enums import Level, MemType, OpSource, OpType, Ownership, Status
+from models.domain import ChangeLogEntry, Memory, WriteTask
+from models.enums import Level, MemType, OpSource, OpType, Ownership, Status, TaskStatus
 from storage.crypto import ContentCipher
+from storage.database import READONLY_OPTION
 from storage.keyring import KeyRing
-from storage.schema import capacity_counters, change_log, memories, user_versions
+from storage.schema import capacity_counters, change_log, memories, user_versions, write_tasks
+
+_UNFINISHED = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +49,15 @@ class MetadataStore:
     def __init__(self, engine: AsyncEngine, keyring: KeyRing) -> None:
         self.engine = engine
         self.keyring = keyring
+        self._reader = engine.execution_options(**{READONLY_OPTION: True})
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[MetadataTx]:
-        """One database transaction; commits on normal exit, rolls back on an exception."""
-        async with self.engine.begin() as conn:
+    async def transaction(self, *, readonly: bool = False) -> AsyncIterator[MetadataTx]:
+        """One database transaction; commits on normal exit, rolls back on an exception.
+
+        ``readonly`` transactions must not write (on SQLite they do not take the write lock).
+        """
+        async with (self._reader if readonly else self.engine).begin() as conn:
             yield MetadataTx(conn, self.keyring)
 
     async def close(self) -> None:
@@ -359,6 +368,104 @@ class MetadataTx:
         value = (await self.conn.execute(query)).scalar_one_or_none()
         return int(value or 0)
 
+    # --- write tasks (W1, W2) -----------------------------------------------------------------
+
+    async def insert_task(self, task: WriteTask) -> None:
+        """Record an accepted write; its payload and decisions are encrypted like content."""
+        cipher = await self.cipher(task.user_id)
+        await self.conn.execute(
+            write_tasks.insert().values(
+                task_id=task.task_id,
+                user_id=task.user_id,
+                kind=task.kind,
+                status=task.status.value,
+                payload=cipher.encrypt(json.dumps(task.payload)),
+                result=cipher.encrypt(json.dumps(task.decisions)) if task.decisions else None,
+                error=task.error,
+                attempts=task.attempts,
+                created_at=task.created_at,
+                updated_at=task.updated_at,
+            )
+        )
+
+    async def get_task(self, task_id: str) -> WriteTask | None:
+        """One task with its payload and decisions decrypted, or None when unknown."""
+        row = (
+            (await self.conn.execute(select(write_tasks).where(write_tasks.c.task_id == task_id)))
+            .mappings()
+            .one_or_none()
+        )
+        if row is None:
+            return None
+        return _task_from_row(row, await self.cipher(row["user_id"]))
+
+    async def start_task(self, task_id: str, at: datetime) -> int:
+        """Mark an unfinished task RUNNING and count the attempt; returns its attempts (0: none such)."""
+        await self.conn.execute(
+            update(write_tasks)
+            .where(and_(write_tasks.c.task_id == task_id, write_tasks.c.status.in_(_UNFINISHED)))
+            .values(status=TaskStatus.RUNNING.value, attempts=write_tasks.c.attempts + 1, updated_at=at)
+        )
+        query = select(write_tasks.c.attempts, write_tasks.c.status).where(write_tasks.c.task_id == task_id)
+        row = (await self.conn.execute(query)).one_or_none()
+        return int(row[0]) if row is not None and row[1] == TaskStatus.RUNNING.value else 0
+
+    async def finish_task(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        *,
+        decisions: list[dict[str, Any]] | None,
+        error: str | None,
+        at: datetime,
+    ) -> bool:
+        """Move an unfinished task to DONE or FAILED; False when it was unknown or already finished.
+
+        The condition on the current status is what makes a second, concurrent finisher (another
+        process replaying the same task) see False and roll its work back.
+        """
+        if status not in (TaskStatus.DONE, TaskStatus.FAILED):
+            raise ValueError(f"finish_task ends a task as DONE or FAILED, not {status}")
+        owner = (
+            await self.conn.execute(select(write_tasks.c.user_id).where(write_tasks.c.task_id == task_id))
+        ).scalar_one_or_none()
+        if owner is None:
+            return False
+        cipher = await self.cipher(owner)
+        result = await self.conn.execute(
+            update(write_tasks)
+            .where(and_(write_tasks.c.task_id == task_id, write_tasks.c.status.in_(_UNFINISHED)))
+            .values(
+                status=status.value,
+                result=None if decisions is None else cipher.encrypt(json.dumps(decisions)),
+                error=error,
+                updated_at=at,
+            )
+        )
+        return bool(result.rowcount)
+
+    async def unfinished_tasks(
+        self, limit: int = 1000, *, after: tuple[datetime, str] | None = None
+    ) -> list[WriteTask]:
+        """PENDING or RUNNING tasks, oldest first; ``after`` (created_at, task_id) pages on."""
+        conditions: list[ColumnElement[bool]] = [write_tasks.c.status.in_(_UNFINISHED)]
+        if after is not None:
+            created_at, task_id = after
+            conditions.append(
+                or_(
+                    write_tasks.c.created_at > created_at,
+                    and_(write_tasks.c.created_at == created_at, write_tasks.c.task_id > task_id),
+                )
+            )
+        query = (
+            select(write_tasks)
+            .where(and_(*conditions))
+            .order_by(write_tasks.c.created_at, write_tasks.c.task_id)
+            .limit(limit)
+        )
+        rows = (await self.conn.execute(query)).mappings().all()
+        return [_task_from_row(row, await self.cipher(row["user_id"])) for row in rows]
+
 
 def _upsert(conn: AsyncConnection, table: Any, values: dict[str, Any]) -> Any:
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
@@ -417,4 +524,22 @@ def _change_from_row(row: RowMapping, cipher: ContentCipher) -> ChangeLogEntry:
         content_before=_open(row["content_before"]),
         content_after=_open(row["content_after"]),
         sanitized=row["sanitized"],
+    )
+
+
+def _task_from_row(row: RowMapping, cipher: ContentCipher) -> WriteTask:
+    # An unreadable blob (the user's key was shredded) reads as empty: the payload cannot be replayed.
+    payload = cipher.decrypt(bytes(row["payload"]))
+    result = None if row["result"] is None else cipher.decrypt(bytes(row["result"]))
+    return WriteTask(
+        task_id=row["task_id"],
+        user_id=row["user_id"],
+        kind=row["kind"],
+        status=TaskStatus(row["status"]),
+        payload=json.loads(payload) if payload else {},
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        decisions=json.loads(result) if result else [],
+        error=row["error"],
+        attempts=row["attempts"],
     )

@@ -1,0 +1,227 @@
+"""The serialized, durable write path (SPEC W1, W2, R4, M2; DESIGN decisions 1 and 2).
+
+Every write of a user runs on that user's mailbox (``actors.mailbox``), so one user's writes never
+overlap and no lock exists. ``add`` is durable before it is acknowledged: the task row (payload
+encrypted) commits first, then the work is queued; ``resume`` re-queues whatever a crash left
+unfinished. Processing is idempotent: an ``add`` task is marked DONE in the transaction that commits
+its memories, and a finished task is never processed again.
+
+Failure policy: an ``EngramError`` (extraction failed, capacity full, ...) is the request's own
+fault or a verdict, so the task ends FAILED with ``"<code> <message>"`` and nothing written. Any
+other exception (a database or vector store hiccup, a bug) leaves the task unfinished: marking it
+FAILED would lose an accepted write, retrying at once could spin, so it waits for the next
+``resume``; ``max_attempts`` ends a task that keeps dying (it then FAILS with 50301).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from actors.mailbox import MailboxClosedError, MailboxHost
+from actors.memory_service import MemoryService
+from models.api import (
+    AddRequest,
+    AddStructuredRequest,
+    BatchDeleteRequest,
+    Decision,
+    DeleteRequest,
+    DeleteResult,
+    MemoryCreated,
+    MemoryView,
+    TaskAccepted,
+    TaskView,
+    UpdateRequest,
+)
+from models.domain import WriteTask
+from models.enums import TaskStatus
+from models.errors import EngramError, ErrorCode
+from models.ids import new_id
+
+log = logging.getLogger(__name__)
+
+KIND_ADD = "add"
+KIND_ADD_STRUCTURED = "add_structured"
+
+
+class WritePath:
+    """Accepts writes durably and runs them, one user at a time, on that user's mailbox."""
+
+    def __init__(
+        self,
+        service: MemoryService,
+        host: MailboxHost | None = None,
+        *,
+        max_attempts: int = 5,
+        resume_page: int = 1000,
+    ) -> None:
+        self.service = service
+        self.host = host or MailboxHost()
+        self.max_attempts = max_attempts
+        self._resume_page = resume_page
+
+    # --- accepting ----------------------------------------------------------------------------
+
+    async def accept_add(self, request: AddRequest) -> TaskAccepted:
+        """Record the request as a PENDING task (committed), queue it and answer at once (W1)."""
+        task_id = await self._record(request.user_id, KIND_ADD, request.model_dump(mode="json"))
+        self.schedule(request.user_id, task_id)
+        return TaskAccepted(task_id=task_id)
+
+    async def accept_structured(self, request: AddStructuredRequest) -> MemoryCreated | TaskAccepted:
+        """``sync``: store it on the mailbox and return the memory id; else accept it as a task (W6)."""
+        if request.sync:
+            return await self.host.submit(request.user_id, lambda: self.service.add_structured(request))
+        task_id = await self._record(request.user_id, KIND_ADD_STRUCTURED, request.model_dump(mode="json"))
+        self.schedule(request.user_id, task_id)
+        return TaskAccepted(task_id=task_id)
+
+    def schedule(self, user_id: str, task_id: str) -> None:
+        """Queue a recorded task on its user's mailbox (also the entry for tasks recorded elsewhere)."""
+        try:
+            self.host.submit_nowait(user_id, lambda: self._process(task_id))
+        except MailboxClosedError:
+            # The task is committed, so it is not lost: the next start's resume() picks it up.
+            log.info("write task %s recorded while shutting down; it resumes on the next start", task_id)
+
+    async def _record(self, user_id: str, kind: str, payload: dict[str, Any]) -> str:
+        now = self.service.clock()
+        task = WriteTask(
+            task_id=new_id(),
+            user_id=user_id,
+            kind=kind,
+            status=TaskStatus.PENDING,
+            payload=payload,
+            created_at=now,
+            updated_at=now,
+        )
+        async with self.service.metadata.transaction() as tx:
+            await tx.insert_task(task)
+        return task.task_id
+
+    # --- processing (always on the task's user mailbox) ---------------------------------------
+
+    async def _process(self, task_id: str) -> None:
+        async with self.service.metadata.transaction() as tx:
+            task = await tx.get_task(task_id)
+            attempts = await tx.start_task(task_id, self.service.clock()) if task is not None else 0
+        if task is None or attempts == 0:
+            return  # unknown, or already DONE / FAILED: a replay changes nothing
+        if attempts > self.max_attempts:
+            await self._fail(
+                task, f"{ErrorCode.DEPENDENCY_UNAVAILABLE.value} gave up after {attempts - 1} attempts"
+            )
+            return
+        try:
+            await self._execute(task)
+        except EngramError as exc:
+            await self._fail(task, f"{exc.code.value} {exc.message}")
+        except ValidationError:
+            await self._fail(task, f"{ErrorCode.BAD_PARAMETER.value} the task's payload cannot be read")
+        except Exception as exc:
+            log.warning(
+                "write task %s of user %s left unfinished for resume (attempt %d): %s",
+                task.task_id,
+                task.user_id,
+                attempts,
+                type(exc).__name__,
+            )
+
+    async def _execute(self, task: WriteTask) -> None:
+        if task.kind == KIND_ADD:
+            request = AddRequest.model_validate(task.payload)
+            await self.service.ingestor.process(request, task_id=task.task_id)
+            return
+        if task.kind == KIND_ADD_STRUCTURED:
+            structured = AddStructuredRequest.model_validate(task.payload)
+            created = await self.service.add_structured(structured)
+            # A separate commit: add_structured owns its transaction. A crash between the two leaves
+            # the task unfinished, and its replay is harmless because add_structured dedups by
+            # content hash within the same scope and returns the memory already stored.
+            decision = Decision(
+                op="ADD", memory_id=created.memory_id, content=structured.content, reason=KIND_ADD_STRUCTURED
+            )
+            async with self.service.metadata.transaction() as tx:
+                await tx.finish_task(
+                    task.task_id,
+                    TaskStatus.DONE,
+                    decisions=[decision.model_dump(mode="json")],
+                    error=None,
+                    at=self.service.clock(),
+                )
+            return
+        raise EngramError(ErrorCode.BAD_PARAMETER, f"unknown task kind {task.kind!r}")
+
+    async def _fail(self, task: WriteTask, error: str) -> None:
+        async with self.service.metadata.transaction() as tx:
+            await tx.finish_task(
+                task.task_id, TaskStatus.FAILED, decisions=None, error=error, at=self.service.clock()
+            )
+        log.info("write task %s of user %s failed: %s", task.task_id, task.user_id, error.split(" ", 1)[0])
+
+    # --- reading tasks ------------------------------------------------------------------------
+
+    async def task(self, task_id: str) -> TaskView:
+        """The state of an accepted write (W2); 40401 when the id is unknown."""
+        async with self.service.metadata.transaction(readonly=True) as tx:
+            task = await tx.get_task(task_id)
+        if task is None:
+            raise EngramError(ErrorCode.NOT_FOUND, f"no task {task_id}")
+        return TaskView(
+            task_id=task.task_id,
+            status=task.status,
+            decisions=[Decision.model_validate(d) for d in task.decisions],
+            error=task.error,
+        )
+
+    # --- other writes of a user, on their mailbox ---------------------------------------------
+
+    async def update(self, request: UpdateRequest) -> MemoryView:
+        """``update`` (M1), serialized with the user's other writes."""
+        return await self.host.submit(request.user_id, lambda: self.service.update(request))
+
+    async def delete(self, request: DeleteRequest) -> DeleteResult:
+        """``delete`` (M2), serialized with the user's other writes."""
+        return await self.host.submit(request.user_id, lambda: self.service.delete(request))
+
+    async def batch_delete(self, request: BatchDeleteRequest) -> DeleteResult:
+        """``batch_delete`` (M2), serialized with the user's other writes."""
+        return await self.host.submit(request.user_id, lambda: self.service.batch_delete(request))
+
+    def record_recall_hits(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
+        """Queue recall-hit bookkeeping (R4) on the user's mailbox; never blocks the recall."""
+        ids = list(memory_ids)
+        self.host.submit_nowait(user_id, lambda: self.service.record_recall_hits(user_id, ids, at))
+
+    # --- recovery and shutdown ----------------------------------------------------------------
+
+    async def resume(self, owns: Callable[[str], bool] | None = None) -> int:
+        """Re-queue every unfinished task (of the users ``owns`` accepts); returns how many."""
+        queued = 0
+        after: tuple[datetime, str] | None = None
+        while True:
+            async with self.service.metadata.transaction() as tx:
+                page = await tx.unfinished_tasks(self._resume_page, after=after)
+            for task in page:
+                if owns is None or owns(task.user_id):
+                    self.schedule(task.user_id, task.task_id)
+                    queued += 1
+            if len(page) < self._resume_page:
+                break
+            after = (page[-1].created_at, page[-1].task_id)
+        log.info("resumed %d unfinished write tasks", queued)
+        return queued
+
+    async def drain(self) -> None:
+        """Wait until every queued write and the service's background bookkeeping have finished."""
+        await self.host.drain()
+        await self.service.drain()
+
+    async def close(self) -> None:
+        """Finish queued work and stop the mailboxes (the service's stores stay open)."""
+        await self.host.close()
+        await self.service.drain()

@@ -1,0 +1,189 @@
+"""The HTTP contract (SPEC C1-C9) as a FastAPI application over an ``EngramBackend``.
+
+Every answer is the envelope ``{code, msg, trace_id, data}``; the HTTP status mirrors the code's
+class. Validation messages name fields and error kinds, never the values sent (they may be private).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from models.api import (
+    AddRequest,
+    AddStructuredRequest,
+    BatchDeleteRequest,
+    ChangeLogPage,
+    ChangeLogRequest,
+    DeleteRequest,
+    DeleteResult,
+    Envelope,
+    HistoryRequest,
+    HistoryResponse,
+    MemoryCreated,
+    MemoryView,
+    RecallRequest,
+    RecallResponse,
+    TaskAccepted,
+    TaskRequest,
+    TaskView,
+    UpdateRequest,
+)
+from models.errors import EngramError, ErrorCode
+from serve.backend import EngramBackend
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/memory/v1"
+TRACE_HEADER = "x-trace-id"
+_TRACE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+
+def envelope(code: ErrorCode, msg: str, trace_id: str, data: Any = None) -> JSONResponse:
+    """The JSON response for a code, with the HTTP status of its class and the trace id header."""
+    payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+    return JSONResponse(
+        {"code": int(code), "msg": msg, "trace_id": trace_id, "data": payload},
+        status_code=code.http_status,
+        headers={TRACE_HEADER: trace_id},
+    )
+
+
+def trace_id_of(request: Request) -> str:
+    """The caller's trace id when it is well formed, else a new one (kept for the whole request)."""
+    cached = getattr(request.state, "trace_id", None)
+    if isinstance(cached, str):
+        return cached
+    given = request.headers.get(TRACE_HEADER, "")
+    trace_id = given if _TRACE_RE.match(given) else uuid.uuid4().hex
+    request.state.trace_id = trace_id
+    return trace_id
+
+
+class BodyLimit:
+    """Refuses bodies over ``limit`` bytes with 40001 before any parsing (C1)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                raise _TooLargeError
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLargeError:
+            await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = envelope(
+            ErrorCode.BAD_PARAMETER, f"request body exceeds {self.limit} bytes", uuid.uuid4().hex
+        )
+        await response(scope, receive, send)
+
+
+class _TooLargeError(Exception):
+    pass
+
+
+def build_http_app(backend: Callable[[], EngramBackend], *, max_body_bytes: int = 1024 * 1024) -> FastAPI:
+    """The FastAPI application; ``backend`` is called per request (the Serve replica sets it up)."""
+    app = FastAPI(
+        title="Engram",
+        version="0.1.0",
+        description="Long-term memory for LLM agents. Every route answers {code, msg, trace_id, data}.",
+    )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['type']}"
+            for e in exc.errors()
+        )
+        return envelope(ErrorCode.BAD_PARAMETER, f"bad parameter: {problems}", trace_id_of(request))
+
+    @app.exception_handler(EngramError)
+    async def _engram(request: Request, exc: EngramError) -> JSONResponse:
+        return envelope(exc.code, exc.message, trace_id_of(request))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        trace_id = trace_id_of(request)
+        log.error("unhandled %s on %s (trace %s)", type(exc).__name__, request.url.path, trace_id)
+        return envelope(ErrorCode.DEPENDENCY_UNAVAILABLE, "a dependency failed; retry later", trace_id)
+
+    def route(path: str, data_model: Any) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
+        return app.post(f"{PREFIX}/{path}", response_model=Envelope[data_model])
+
+    def ok(request: Request, data: BaseModel) -> JSONResponse:
+        return envelope(ErrorCode.OK, "ok", trace_id_of(request), data)
+
+    @route("add", TaskAccepted)
+    async def add(body: AddRequest, request: Request) -> JSONResponse:
+        return ok(request, await backend().add(body))
+
+    @route("task", TaskView)
+    async def task(body: TaskRequest, request: Request) -> JSONResponse:
+        return ok(request, await backend().task(body))
+
+    @route("add_structured", MemoryCreated | TaskAccepted)
+    async def add_structured(body: AddStructuredRequest, request: Request) -> JSONResponse:
+        return ok(request, await backend().add_structured(body))
+
+    @route("recall", RecallResponse)
+    async def recall(body: RecallRequest, request: Request) -> JSONResponse:
+        result = await backend().recall(body)
+        if not result.hit:
+            return envelope(ErrorCode.NO_RELEVANT_MEMORY, "no relevant memory", trace_id_of(request), result)
+        return ok(request, result)
+
+    @route("update", MemoryView)
+    async def update(body: UpdateRequest, request: Request) -> JSONResponse:
+        return ok(request, await backend().update(body))
+
+    @route("delete", DeleteResult)
+    async def delete(body: DeleteRequest, request: Request) -> JSONResponse:
+        return ok(request, await backend().delete(body))
+
+    @route("batch_delete", DeleteResult)
+    async def batch_delete(body: BatchDeleteRequest, request: Request) -> JSONResponse:
+        return ok(request, await backend().batch_delete(body))
+
+    @route("history", HistoryResponse)
+    async def history(body: HistoryRequest, request: Request) -> JSONResponse:
+        return ok(request, await backend().history(body))
+
+    @route("change_log", ChangeLogPage)
+    async def change_log(body: ChangeLogRequest, request: Request) -> JSONResponse:
+        return ok(request, await backend().change_log(body))
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    return app

@@ -1,0 +1,107 @@
+"""``EngramBackend`` over Ray: writes and reads to the user's shard actor, recall to its deployment."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
+
+from ray.actor import ActorHandle
+from ray.exceptions import RayTaskError
+
+from models.api import (
+    AddRequest,
+    AddStructuredRequest,
+    BatchDeleteRequest,
+    ChangeLogPage,
+    ChangeLogRequest,
+    DeleteRequest,
+    DeleteResult,
+    HistoryRequest,
+    HistoryResponse,
+    MemoryCreated,
+    MemoryView,
+    RecallRequest,
+    RecallResponse,
+    TaskAccepted,
+    TaskRequest,
+    TaskView,
+    UpdateRequest,
+)
+from models.errors import EngramError, ErrorCode
+from serve.shard import shard_of
+
+T = TypeVar("T")
+
+
+async def unwrap(call: Awaitable[T]) -> T:
+    """Await a Ray call; an EngramError raised remotely is raised here as itself."""
+    try:
+        return await call
+    except RayTaskError as exc:
+        cause = engram_cause(exc)
+        if cause is not None:
+            raise cause from None
+        raise
+
+
+def engram_cause(exc: BaseException) -> EngramError | None:
+    """The EngramError behind a Ray error, however deeply Ray wrapped it (actor -> deployment -> here)."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, EngramError) and hasattr(current, "code"):
+            return EngramError(current.code, current.message)
+        for nested in (getattr(current, "cause", None), current.__cause__, current.__context__):
+            if isinstance(nested, BaseException):
+                pending.append(nested)
+    return None
+
+
+class RayBackend:
+    """Routes every operation: by user to its shard (stable hash), recall to the recall deployment."""
+
+    def __init__(self, shards: Sequence[ActorHandle[Any]], recall: Any) -> None:
+        self._shards = list(shards)
+        self._recall = recall
+
+    def shard(self, user_id: str) -> ActorHandle[Any]:
+        """The shard actor that owns ``user_id``."""
+        return self._shards[shard_of(user_id, len(self._shards))]
+
+    async def add(self, request: AddRequest) -> TaskAccepted:
+        return await unwrap(self.shard(request.user_id).add.remote(request))
+
+    async def task(self, request: TaskRequest) -> TaskView:
+        # A task id does not name its user: ask the shards in turn (there are few).
+        for shard in self._shards:
+            try:
+                return await unwrap(shard.task.remote(request))
+            except EngramError as exc:
+                if exc.code is not ErrorCode.NOT_FOUND:
+                    raise
+        raise EngramError(ErrorCode.NOT_FOUND, f"no task {request.task_id}")
+
+    async def add_structured(self, request: AddStructuredRequest) -> MemoryCreated | TaskAccepted:
+        return await unwrap(self.shard(request.user_id).add_structured.remote(request))
+
+    async def recall(self, request: RecallRequest) -> RecallResponse:
+        return await unwrap(self._recall.recall.remote(request))
+
+    async def update(self, request: UpdateRequest) -> MemoryView:
+        return await unwrap(self.shard(request.user_id).update.remote(request))
+
+    async def delete(self, request: DeleteRequest) -> DeleteResult:
+        return await unwrap(self.shard(request.user_id).delete.remote(request))
+
+    async def batch_delete(self, request: BatchDeleteRequest) -> DeleteResult:
+        return await unwrap(self.shard(request.user_id).batch_delete.remote(request))
+
+    async def history(self, request: HistoryRequest) -> HistoryResponse:
+        return await unwrap(self.shard(request.user_id).history.remote(request))
+
+    async def change_log(self, request: ChangeLogRequest) -> ChangeLogPage:
+        return await unwrap(self.shard(request.user_id).change_log.remote(request))

@@ -1,0 +1,41 @@
+"""Run-time settings changes (SPEC O1): a nested dict of overrides validated and applied in place.
+
+Every component keeps a reference to one Settings object, so updating its sections in place reaches
+them all without a restart; an invalid override is refused whole and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models.settings import Settings
+
+RUNTIME_SECTIONS = (
+    "weights",
+    "decay",
+    "capacity",
+    "recall",
+    "evolution",
+    "extraction",
+    "lifecycle",
+    "limits",
+)
+"""Sections that may change while running; storage, embedder, engine and serve need a restart."""
+
+
+def apply_overrides(settings: Settings, overrides: dict[str, Any]) -> None:
+    """Validate ``overrides`` ({"recall": {"min_relevance": 0.4}, ...}) and apply them to ``settings``."""
+    unknown = set(overrides) - set(RUNTIME_SECTIONS)
+    if unknown:
+        raise ValueError(f"settings sections {sorted(unknown)} cannot change at run time")
+    # Validate every section first, so that one bad value leaves all sections untouched.
+    checked = {
+        section: type(getattr(settings, section)).model_validate(
+            {**getattr(settings, section).model_dump(), **values}
+        )
+        for section, values in overrides.items()
+    }
+    for section, validated in checked.items():
+        current = getattr(settings, section)
+        for field_name in type(current).model_fields:
+            setattr(current, field_name, getattr(validated, field_name))

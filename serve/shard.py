@@ -1,0 +1,152 @@
+"""A shard: the per-user virtual actors of a range of users (DESIGN decision 1).
+
+``Shard`` is plain asyncio — the stores it owns, a MemoryService, the durable WritePath whose
+mailboxes serialise each user's writes — and resumes unfinished tasks when it starts (decision 2).
+``ShardActor`` is the thin Ray actor around it. With the embedded milvus-lite one shard owns the
+vector file; with a Milvus server each shard opens its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import ray
+
+from actors.memory_service import MemoryService
+from actors.write_path import WritePath
+from models.api import (
+    AddRequest,
+    AddStructuredRequest,
+    BatchDeleteRequest,
+    ChangeLogPage,
+    ChangeLogRequest,
+    DeleteRequest,
+    DeleteResult,
+    HistoryRequest,
+    HistoryResponse,
+    MemoryCreated,
+    MemoryView,
+    TaskAccepted,
+    TaskRequest,
+    TaskView,
+    UpdateRequest,
+)
+from models.settings import Settings
+from serve.local_backend import LocalBackend
+from serve.settings_update import apply_overrides
+from storage.stores import Stores, open_stores
+
+
+def shard_of(user_id: str, shard_count: int) -> int:
+    """The shard that owns a user: a stable hash, the same in every process and run."""
+    digest = hashlib.blake2b(user_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % shard_count
+
+
+def shard_name(app_name: str, index: int) -> str:
+    """The Ray actor name of a shard (namespaced: named actors share the "serve" namespace)."""
+    return f"{app_name}:shard:{index}"
+
+
+class Shard:
+    """One shard's stores, memory service and write path."""
+
+    def __init__(self, settings: Settings, index: int) -> None:
+        self.settings = settings
+        self.index = index
+        self._started: asyncio.Task[LocalBackend] | None = None
+        self._stores: Stores | None = None
+
+    async def backend(self) -> LocalBackend:
+        """The shard's backend, opening the stores and resuming unfinished tasks on first use."""
+        # One event loop: the check and the assignment happen with no await between them.
+        if self._started is None:
+            self._started = asyncio.create_task(self._start())
+        return await self._started
+
+    async def _start(self) -> LocalBackend:
+        self._stores = await open_stores(self.settings)
+        service = MemoryService(
+            self.settings, self._stores.metadata, self._stores.vectors, self._stores.embedder
+        )
+        write_path = WritePath(service)
+        count = self.settings.serve.shard_count
+        await write_path.resume(owns=lambda user_id: shard_of(user_id, count) == self.index)
+        return LocalBackend(service, write_path)
+
+    async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors, for recall snapshots built in other processes."""
+        backend = await self.backend()
+        return await backend.service.vectors.get_vectors(memory_ids)
+
+    async def record_recall_hits(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
+        """R4 bookkeeping, queued on the user's mailbox."""
+        (await self.backend()).write_path.record_recall_hits(user_id, memory_ids, at)
+
+    def reconfigure(self, overrides: dict[str, Any]) -> None:
+        """Apply run-time settings (O1) to this shard's live Settings object."""
+        apply_overrides(self.settings, overrides)
+
+    async def close(self) -> None:
+        """Finish queued work and close the stores."""
+        if self._started is not None:
+            backend = await self._started
+            await backend.write_path.close()
+        if self._stores is not None:
+            await self._stores.close()
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0)
+class ShardActor:
+    """The Ray actor hosting a ``Shard``; restarted by Ray after a crash, then it resumes its tasks."""
+
+    def __init__(self, settings: Settings, index: int) -> None:
+        self._shard = Shard(settings, index)
+
+    async def ready(self) -> int:
+        await self._shard.backend()
+        return self._shard.index
+
+    async def add(self, r: AddRequest) -> TaskAccepted:
+        return await (await self._shard.backend()).add(r)
+
+    async def task(self, r: TaskRequest) -> TaskView:
+        return await (await self._shard.backend()).task(r)
+
+    async def add_structured(self, r: AddStructuredRequest) -> MemoryCreated | TaskAccepted:
+        return await (await self._shard.backend()).add_structured(r)
+
+    async def update(self, r: UpdateRequest) -> MemoryView:
+        return await (await self._shard.backend()).update(r)
+
+    async def delete(self, r: DeleteRequest) -> DeleteResult:
+        return await (await self._shard.backend()).delete(r)
+
+    async def batch_delete(self, r: BatchDeleteRequest) -> DeleteResult:
+        return await (await self._shard.backend()).batch_delete(r)
+
+    async def history(self, r: HistoryRequest) -> HistoryResponse:
+        return await (await self._shard.backend()).history(r)
+
+    async def change_log(self, r: ChangeLogRequest) -> ChangeLogPage:
+        return await (await self._shard.backend()).change_log(r)
+
+    async def get_vectors(self, memory_ids: list[str]) -> dict[str, np.ndarray]:
+        return await self._shard.get_vectors(memory_ids)
+
+    async def record_recall_hits(self, user_id: str, memory_ids: list[str], at: datetime) -> None:
+        await self._shard.record_recall_hits(user_id, memory_ids, at)
+
+    async def drain(self) -> None:
+        await (await self._shard.backend()).write_path.drain()
+
+    def reconfigure(self, overrides: dict[str, Any]) -> None:
+        self._shard.reconfigure(overrides)
+
+    async def close(self) -> None:
+        await self._shard.close()

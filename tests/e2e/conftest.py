@@ -1,0 +1,55 @@
+"""One Ray + Serve session for the whole e2e run (DESIGN: Ray starts once per test session)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from models.settings import Settings
+
+
+@dataclass
+class RunningApp:
+    """The app under test: its base URL and the settings it was built with."""
+
+    url: str
+    settings: Settings
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+    from ray import serve
+
+    from serve.app import build_app
+    from serve.shard import shard_name
+
+    data_dir: Path = tmp_path_factory.mktemp("engram-e2e")
+    settings = Settings(
+        storage={"data_dir": data_dir}, serve={"port": _free_port(), "app_name": "engram-e2e"}
+    )
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, namespace="serve")
+    serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
+    serve.run(build_app(settings), name=settings.serve.app_name, route_prefix="/")
+    try:
+        yield RunningApp(f"http://127.0.0.1:{settings.serve.port}", settings)
+    finally:
+        serve.shutdown()
+        for i in range(settings.serve.shard_count):
+            with contextlib.suppress(ValueError):  # already gone
+                ray.kill(ray.get_actor(shard_name(settings.serve.app_name, i), namespace="serve"))
+        ray.shutdown()

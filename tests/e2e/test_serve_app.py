@@ -1,0 +1,153 @@
+"""The product as its users meet it: a real Ray Serve app over HTTP and over handles."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from models.api import AddRequest as AddRequestModel
+from models.api import AddStructuredRequest, RecallRequest, RecallResponse, TaskRequest
+from models.api import DeleteRequest as DeleteRequestModel
+from serve.client import EngramApiError, EngramClient
+from tests.e2e.conftest import RunningApp
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def client(engram_app: RunningApp) -> EngramClient:
+    return EngramClient(engram_app.url, timeout_s=30)
+
+
+def wait_done(client: EngramClient, task_id: str, deadline_s: float = 60) -> str:
+    """Poll the task until it leaves PENDING/RUNNING (bounded: a stuck task fails the test)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        status = client.task(TaskRequest(task_id=task_id)).status
+        if status in ("DONE", "FAILED"):
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} still unfinished after {deadline_s} s")
+
+
+def test_healthz_and_openapi(engram_app: RunningApp) -> None:
+    assert httpx.get(f"{engram_app.url}/healthz").json() == {"status": "ok"}
+    paths = httpx.get(f"{engram_app.url}/openapi.json").json()["paths"]
+    assert {"/memory/v1/add", "/memory/v1/recall", "/memory/v1/task"} <= set(paths)
+
+
+def test_add_task_done_recall(client: EngramClient) -> None:
+    accepted = client.add(
+        AddRequestModel(
+            user_id="e2e-1", messages=[{"role": "user", "content": "I moved to Porto last spring."}]
+        )
+    )
+    assert wait_done(client, accepted.task_id) == "DONE"
+    found = client.recall(RecallRequest(user_id="e2e-1", query="when did I move to Porto"))
+    assert found.hit and "Porto" in found.memories[0].content
+
+
+def test_structured_update_delete_through_http(client: EngramClient) -> None:
+    created = client.add_structured(
+        AddStructuredRequest(
+            user_id="e2e-2", ownership="USER", mem_type="SEMANTIC", content="Drinks oolong tea", sync=True
+        )
+    )
+    memory_id = created.memory_id
+    assert client.recall(RecallRequest(user_id="e2e-2", query="tea")).memories[0].memory_id == memory_id
+    client.delete(DeleteRequestModel(user_id="e2e-2", memory_id=memory_id))
+    assert client.recall(RecallRequest(user_id="e2e-2", query="tea")).hit is False
+    with pytest.raises(EngramApiError) as err:
+        client.delete(DeleteRequestModel(user_id="e2e-2", memory_id=memory_id))
+    assert err.value.code == 40401
+
+
+def test_python_handle_returns_the_same_models(engram_app: RunningApp, client: EngramClient) -> None:
+    from ray import serve
+
+    client.add_structured(
+        AddStructuredRequest(
+            user_id="e2e-3", ownership="USER", mem_type="SEMANTIC", content="Plays the cello", sync=True
+        )
+    )
+    handle = serve.get_app_handle(engram_app.settings.serve.app_name)
+    request = RecallRequest(user_id="e2e-3", query="cello")
+    by_handle = handle.recall.remote(request).result()
+    by_http = client.recall(request)
+    assert isinstance(by_handle, RecallResponse)
+    assert [m.memory_id for m in by_handle.memories] == [m.memory_id for m in by_http.memories]
+
+
+def test_user_config_changes_ranking_weights(engram_app: RunningApp, client: EngramClient) -> None:
+    from ray import serve
+
+    from serve.app import build_app
+
+    def add(content: str, **extra: Any) -> str:
+        created = client.add_structured(
+            AddStructuredRequest(
+                user_id="e2e-4", ownership="USER", mem_type="SEMANTIC", content=content, sync=True, **extra
+            )
+        )
+        return str(created.memory_id)
+
+    close = add("Drinks green tea every morning")
+    strong = add("Drinks tea", is_important=True)
+    query = RecallRequest(user_id="e2e-4", query="green tea in the morning", min_relevance=0)
+    assert client.recall(query).memories[0].memory_id == close
+    overrides = {"recall": {"relevance_weight": 0.0, "weight_weight": 1.0}}
+    serve.run(
+        build_app(engram_app.settings, overrides), name=engram_app.settings.serve.app_name, route_prefix="/"
+    )
+    try:
+        assert client.recall(query).memories[0].memory_id == strong
+    finally:
+        reset = {"recall": {"relevance_weight": 0.7, "weight_weight": 0.3}}
+        serve.run(
+            build_app(engram_app.settings, reset), name=engram_app.settings.serve.app_name, route_prefix="/"
+        )
+
+
+def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp) -> None:
+    import asyncio
+
+    from ray import serve
+
+    from serve.app import build_app
+
+    serve.run(
+        build_app(engram_app.settings, {"capacity": {"global_limit": 20}}),
+        name=engram_app.settings.serve.app_name,
+        route_prefix="/",
+    )
+
+    async def burst() -> list[int]:
+        async with httpx.AsyncClient(base_url=engram_app.url, timeout=60) as http:
+            bodies = [
+                {
+                    "user_id": "e2e-5",
+                    "ownership": "USER",
+                    "mem_type": "SEMANTIC",
+                    "content": f"Fact {i}",
+                    "sync": True,
+                }
+                for i in range(200)
+            ]
+            answers = await asyncio.gather(*(http.post("/memory/v1/add_structured", json=b) for b in bodies))
+            return [a.json()["code"] for a in answers]
+
+    try:
+        codes = asyncio.run(burst())
+        assert set(codes) == {0}
+        with httpx.Client(base_url=engram_app.url) as http:
+            page = http.post("/memory/v1/change_log", json={"user_id": "e2e-5", "limit": 500}).json()["data"]
+        ops = [c["op_type"] for c in page["changes"]]
+        active = ops.count("ADD") - ops.count("DELETE") - ops.count("ARCHIVE")
+        assert ops.count("ADD") == 200 and 0 < active <= 20
+    finally:
+        serve.run(
+            build_app(engram_app.settings, {}), name=engram_app.settings.serve.app_name, route_prefix="/"
+        )
