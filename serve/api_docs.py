@@ -1,0 +1,81 @@
+"""Renders docs/api.md from the application's OpenAPI document: ``python -m serve.api_docs``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from models.errors import ErrorCode
+from serve.http_app import build_http_app
+
+HEADER = """# HTTP API
+
+Generated from the OpenAPI document by `python -m serve.api_docs > docs/api.md`
+(tests/unit/test_api_docs.py fails when it is out of date). The live document is served at
+`/openapi.json`, with an explorer at `/docs`.
+
+Every route is `POST`, JSON in and out, and answers the envelope
+`{"code": int, "msg": str, "trace_id": str, "data": ...}`. `code` 0 is success; the HTTP status
+mirrors the code's class. Send `X-Trace-Id` to choose the trace id (letters, digits, `_.:-`, up
+to 64 characters); it is echoed in the envelope and the response header.
+"""
+
+
+def render(openapi: dict[str, Any]) -> str:
+    """The Markdown page for an OpenAPI document."""
+    lines = [HEADER, "## Routes", ""]
+    schemas = openapi.get("components", {}).get("schemas", {})
+    for path, methods in sorted(openapi["paths"].items()):
+        for method, operation in methods.items():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+            request_name = body.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+            lines.append(f"### `{method.upper()} {path}`")
+            lines.append("")
+            if request_name:
+                lines.append(f"Request: `{request_name}`")
+                lines.append("")
+                lines.extend(_fields(schemas.get(request_name, {})))
+            response = (
+                operation.get("responses", {}).get("200", {}).get("content", {}).get("application/json", {})
+            )
+            response_name = response.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+            if response_name:
+                lines.append(f"Response: `{response_name}`")
+                lines.append("")
+    lines += ["## Error codes", "", "| code | name | HTTP status |", "|---|---|---|"]
+    lines += [f"| {c.value} | {c.name} | {c.http_status} |" for c in ErrorCode]
+    return "\n".join(lines) + "\n"
+
+
+def _fields(schema: dict[str, Any]) -> list[str]:
+    properties = schema.get("properties", {})
+    if not properties:
+        return []
+    required = set(schema.get("required", []))
+    rows = ["| field | type | required |", "|---|---|---|"]
+    for name, spec in properties.items():
+        rows.append(f"| `{name}` | {_type(spec)} | {'yes' if name in required else 'no'} |")
+    return [*rows, ""]
+
+
+def _type(spec: dict[str, Any]) -> str:
+    if "$ref" in spec:
+        return f"`{spec['$ref'].rsplit('/', 1)[-1]}`"
+    if "anyOf" in spec:
+        return " or ".join(_type(s) for s in spec["anyOf"])
+    if spec.get("type") == "array":
+        return f"list of {_type(spec.get('items', {}))}"
+    if "enum" in spec:
+        return " / ".join(json.dumps(v) for v in spec["enum"])
+    return str(spec.get("type", "any"))
+
+
+def main() -> None:
+    """Print the page for the application's current OpenAPI document."""
+    app = build_http_app(lambda: None)  # type: ignore[arg-type,return-value]
+    sys.stdout.write(render(app.openapi()))
+
+
+if __name__ == "__main__":
+    main()

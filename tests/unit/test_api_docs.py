@@ -1,0 +1,35 @@
+"""docs/api.md is the rendering of the current OpenAPI document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from serve.api_docs import render
+from serve.http_app import build_http_app
+
+pytestmark = pytest.mark.unit
+
+API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+
+
+def test_api_doc_is_up_to_date() -> None:
+    app = build_http_app(lambda: None)  # type: ignore[arg-type,return-value]
+    assert API_MD.read_text() == render(app.openapi()), "run: python -m serve.api_docs > docs/api.md"
+
+
+def test_every_contract_route_is_documented() -> None:
+    text = API_MD.read_text()
+    for route in (
+        "add",
+        "task",
+        "add_structured",
+        "recall",
+        "update",
+        "delete",
+        "batch_delete",
+        "history",
+        "change_log",
+    ):
+        assert f"`POST /memory/v1/{route}`" in text
