@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors import statements
 from actors.statements import (
     attribute,
     classify,
@@ -24,6 +23,7 @@ from actors.statements import (
     split_statements,
     to_fact,
 )
+from actors.statements.chitchat import _CHITCHAT_WORDS
 
 pytestmark = pytest.mark.unit
 
@@ -393,7 +393,7 @@ def test_analysis_never_fails_and_stays_in_range(text: str) -> None:
     preference(text)
 
 
-@given(st.lists(st.sampled_from(sorted(statements._CHITCHAT_WORDS)), min_size=1, max_size=6))
+@given(st.lists(st.sampled_from(sorted(_CHITCHAT_WORDS)), min_size=1, max_size=6))
 def test_any_run_of_chitchat_words_is_chitchat(words: list[str]) -> None:
     assert is_chitchat(" ".join(words).capitalize() + "!")
 

@@ -1,0 +1,41 @@
+"""Bilingual (English + Chinese) statement analysis shared by rule-based extraction and evolution: pure
+functions over plain strings (word lists and regexes, no models), split by job into `text` (shared helpers),
+`chitchat`, `splitting` (statements, clauses, about the speaker), `rewriting` (the fact style), `attributes`
+(single-valued attributes and preferences), `kinds` (kind and importance), `expiry` and `mentions`
+(entities). Facts follow the seeds' compact style with the subject dropped: "Likes cheese pizza", "Name is
+John", "住在北京".
+"""
+
+from actors.statements.attributes import (
+    SAME_MEANING_VERBS,
+    attribute,
+    preference,
+    same_meaning_verbs,
+    same_value,
+)
+from actors.statements.chitchat import is_chitchat
+from actors.statements.expiry import expiry_days
+from actors.statements.kinds import classify, importance
+from actors.statements.mentions import entities
+from actors.statements.rewriting import to_fact
+from actors.statements.splitting import is_personal, split_clauses, split_statements
+from actors.statements.text import Speaker, is_chinese
+
+__all__ = [
+    "SAME_MEANING_VERBS",
+    "Speaker",
+    "attribute",
+    "classify",
+    "entities",
+    "expiry_days",
+    "importance",
+    "is_chinese",
+    "is_chitchat",
+    "is_personal",
+    "preference",
+    "same_meaning_verbs",
+    "same_value",
+    "split_clauses",
+    "split_statements",
+    "to_fact",
+]
