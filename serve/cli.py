@@ -104,6 +104,14 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _loadtest(args: argparse.Namespace) -> int:
+    from loadtest.run import run
+
+    figures = run(args.users, args.memories, args.rps, args.duration, args.url)
+    print(json.dumps(figures))
+    return 0 if figures["errors"] == 0 else 1
+
+
 def engine_name(url: str) -> str:
     """The backend part of a database URL, without credentials."""
     return url.split(":", 1)[0]
@@ -119,6 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve_cmd = commands.add_parser("serve", help="start the service (Ray Serve) and block until Ctrl-C")
     serve_cmd.add_argument("--port", type=int, help="HTTP port (default: serve.port, 8000)")
     serve_cmd.set_defaults(func=_serve)
+    load = commands.add_parser("loadtest", help="seed, start the app if needed, run locust, print recall P99")
+    load.add_argument("--users", type=int, default=1000)
+    load.add_argument("--memories", type=int, default=100)
+    load.add_argument("--rps", type=float, default=30.0, help="offered recall requests per second")
+    load.add_argument("--duration", type=int, default=60, help="seconds of load")
+    load.add_argument("--url", help="an Engram app already running (default: start one, seeded)")
+    load.set_defaults(func=_loadtest)
     evaluation = commands.add_parser("eval", help="run an offline evaluation")
     benchmarks = evaluation.add_subparsers(dest="benchmark", required=True)
     locomo = benchmarks.add_parser(

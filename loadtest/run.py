@@ -1,0 +1,141 @@
+"""``engram loadtest``: seed, start the app when none answers, run locust headless, report figures.
+
+Load generators run at nice 19 (Ray's processes run at nice 15, DESIGN's Ray facts). The last line
+printed is one JSON object with the recall and /healthz percentiles read from locust's own stats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from models.settings import Settings
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+RECALL_SHARE = 18 / 20  # the locustfile's task weights: recall 18, add 1, healthz 1
+
+
+def answers(url: str) -> bool:
+    """True when an Engram app answers /healthz at ``url``."""
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def run(users: int, memories: int, recall_rps: float, duration_s: int, url: str | None) -> dict[str, Any]:
+    """Run one load test and return its figures."""
+    started_here = None
+    if url is None or not answers(url):
+        started_here = _start_app(users, memories)
+        url = started_here[0]
+    try:
+        stats = _locust(url, users, recall_rps, duration_s)
+    finally:
+        if started_here is not None:
+            _stop_app(started_here[1])
+    recall, health, add = stats["recall"], stats["healthz"], stats.get("add", {})
+    return {
+        "users": users,
+        "memories_per_user": memories,
+        "offered_recall_rps": recall_rps,
+        "duration_s": duration_s,
+        "recall_p50_ms": recall["50%"],
+        "recall_p95_ms": recall["95%"],
+        "recall_p99_ms": recall["99%"],
+        "recall_rps": recall["Requests/s"],
+        "recall_requests": recall["Request Count"],
+        "healthz_p50_ms": health["50%"],
+        "healthz_p99_ms": health["99%"],
+        "add_p99_ms": add.get("99%"),
+        "errors": int(sum(row["Failure Count"] for name, row in stats.items() if name != "Aggregated")),
+    }
+
+
+def _start_app(users: int, memories: int) -> tuple[str, Path]:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+    from ray import serve
+
+    from serve.app import build_app
+
+    data_dir = Path(tempfile.mkdtemp(prefix="engram-loadtest-"))
+    settings = Settings(
+        storage={"data_dir": data_dir},
+        serve={"port": _free_port(), "app_name": "engram-loadtest", "recall_replicas": 1},
+        recall={"snapshot_cache_users": max(users, 1000)},
+    )
+    print(f"seeding {users} users x {memories} memories into {data_dir} ...", file=sys.stderr, flush=True)
+    subprocess.run(  # noqa: S603 - our own module, fixed arguments
+        [sys.executable, "-m", "loadtest.seed", str(data_dir), str(users), str(memories)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    ray.init(include_dashboard=False, namespace="serve", log_to_driver=False)
+    serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
+    serve.run(build_app(settings), name=settings.serve.app_name, route_prefix="/")
+    url = f"http://127.0.0.1:{settings.serve.port}"
+    print(f"app started at {url}", file=sys.stderr, flush=True)
+    return url, data_dir
+
+
+def _stop_app(data_dir: Path) -> None:
+    import ray
+    from ray import serve
+
+    from serve.shard import shard_name
+
+    serve.shutdown()  # type: ignore[no-untyped-call]
+    with contextlib.suppress(ValueError):  # already gone
+        ray.kill(ray.get_actor(shard_name("engram-loadtest", 0), namespace="serve"))
+    ray.shutdown()
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _locust(url: str, users: int, recall_rps: float, duration_s: int) -> dict[str, dict[str, float]]:
+    total_rps = recall_rps / RECALL_SHARE
+    clients = max(10, math.ceil(total_rps))
+    prefix = Path(tempfile.mkdtemp(prefix="engram-locust-")) / "run"
+    env = {**os.environ, "ENGRAM_LT_USERS": str(users), "ENGRAM_LT_PER_USER_RPS": str(total_rps / clients)}
+    command = [
+        "nice", "-n", "19", sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+        "-u", str(clients), "-r", str(clients), "-t", f"{duration_s}s", "--host", url,
+        "--csv", str(prefix), "--only-summary", "--loglevel", "WARNING",
+    ]  # fmt: skip
+    print(
+        f"locust: {clients} clients offering {total_rps:.1f} req/s for {duration_s} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    subprocess.run(command, env=env, check=False, stdout=subprocess.DEVNULL)  # noqa: S603
+    with Path(f"{prefix}_stats.csv").open() as handle:
+        rows = {row["Name"]: row for row in csv.DictReader(handle)}
+    return {
+        name: {k: _number(v) for k, v in row.items() if k not in ("Type", "Name")}
+        for name, row in rows.items()
+    }
+
+
+def _number(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        return math.nan
