@@ -8,7 +8,7 @@ is marked DONE in that same transaction, so an accepted write takes effect exact
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -277,11 +277,3 @@ class Ingestor:
 
 def _decision(op: str, memory: Memory | None, content: str | None, reason: str) -> Decision:
     return Decision(op=op, memory_id=memory.memory_id if memory else None, content=content, reason=reason)
-
-
-def decisions_summary(decisions: Sequence[Decision]) -> dict[str, int]:
-    """Counts of each decision kind (for metrics and logs: no content)."""
-    counts: dict[str, int] = {}
-    for decision in decisions:
-        counts[decision.op] = counts.get(decision.op, 0) + 1
-    return counts

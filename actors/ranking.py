@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+import numpy as np
 
 from models.settings import RecallSettings
 
@@ -33,12 +34,17 @@ def overfetch_limit(top_k: int, settings: RecallSettings) -> int:
     return max(settings.overfetch_factor * top_k, settings.overfetch_min)
 
 
-def cosine_to_relevance(cosine: float, settings: RecallSettings) -> float:
-    """Map cosine similarity linearly from [cosine_floor, cosine_ceiling] onto [0, 1], clipped."""
-    if math.isnan(cosine):
-        return 0.0
+def cosines_to_relevance(cosines: np.ndarray, settings: RecallSettings) -> np.ndarray:
+    """Map cosine similarities linearly from [cosine_floor, cosine_ceiling] onto [0, 1], clipped; NaN -> 0."""
     span = settings.cosine_ceiling - settings.cosine_floor
-    return min(1.0, max(0.0, (cosine - settings.cosine_floor) / span))
+    scaled = (np.asarray(cosines, dtype=np.float64) - settings.cosine_floor) / span
+    relevance: np.ndarray = np.clip(np.nan_to_num(scaled, nan=0.0), 0.0, 1.0)
+    return relevance
+
+
+def cosine_to_relevance(cosine: float, settings: RecallSettings) -> float:
+    """``cosines_to_relevance`` for one similarity."""
+    return float(cosines_to_relevance(np.array([cosine]), settings)[0])
 
 
 def rank(

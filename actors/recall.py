@@ -110,8 +110,7 @@ def hybrid_relevance(
     """Relevance in [0, 1] of the memories at ``positions``: semantic, lexical and entity signals fused."""
     index = np.asarray(positions, dtype=np.int64)
     cosine = snapshot.vectors[index] @ np.asarray(query_vector, dtype=np.float32)
-    span = settings.cosine_ceiling - settings.cosine_floor
-    semantic = np.clip((cosine.astype(np.float64) - settings.cosine_floor) / span, 0.0, 1.0)
+    semantic = ranking.cosines_to_relevance(cosine, settings)
     query_tokens = tokenize(query)
     lexical = lexical_coverage(snapshot.lexicon, query_tokens)[index]
     present = set(query_tokens)
