@@ -21,6 +21,7 @@ from actors.engines.factory import engine_from_settings
 from actors.ingest import Ingestor
 from actors.recall import Recaller
 from actors.records import new_memory, placement, vector_record
+from actors.snapshot import VectorSource
 from actors.views import change_view, memory_view
 from lifecycle.decay import recovered_weight, type_initial_weight, weight_now
 from models.api import (
@@ -63,13 +64,15 @@ class MemoryService:
         embedder: Embedder,
         clock: Callable[[], datetime] = utcnow,
         engine: Engine | None = None,
+        recall_vectors: VectorSource | None = None,
     ) -> None:
+        """``recall_vectors``: where recall snapshots read vectors (default: ``vectors``)."""
         self.settings = settings
         self.metadata = metadata
         self.vectors = vectors
         self.embedder = embedder
         self.clock = clock
-        self.recaller = Recaller(settings, metadata, vectors, embedder, clock)
+        self.recaller = Recaller(settings, metadata, recall_vectors or vectors, embedder, clock)
         self.ingestor = Ingestor(
             settings,
             metadata,
@@ -250,11 +253,9 @@ class MemoryService:
                     continue
                 cap = type_initial_weight(memory, self.settings.weights)
                 weight = recovered_weight(self._decayed(memory, at), self.settings.recall.delta_recall, cap)
-                count = memory.recall_count + 1
-                if await tx.record_recall_hit(
-                    user_id, memory.memory_id, weight=weight, at=at, recall_count=count
-                ):
-                    hits[memory.memory_id] = (weight, count)
+                hits[memory.memory_id] = (weight, memory.recall_count + 1)
+            # One statement for all hits: per-row updates were most of a shard's recall cost.
+            await tx.record_recall_hits(user_id, hits, at)
         # No version bump: a hit changes no content, and a bump would discard the snapshot on every
         # recall. This process's snapshot takes the new weights now, other processes within the TTL.
         self.recaller.snapshots.note_recall_hits(user_id, hits, at)

@@ -3,8 +3,8 @@ their lexical index, held in memory and validated by the user's change version.
 
 A user holds at most a few thousand memories, so scoring all of them in numpy costs well under a
 millisecond; the snapshot keeps recall off the vector store's full-collection scan. The version is
-bumped by every committed change of content or status; weights moved by recall hits are picked up
-when the snapshot's time-to-live lapses.
+bumped by every committed change of content or status; weights moved by recall hits are re-read
+(a narrow query: no content, no vectors) when the snapshot's time-to-live lapses.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import numpy as np
 from actors.lexical import Bm25Index, tokenize
 from models.domain import Memory
 from models.enums import Status
+from storage import vector_copies
 from storage.embedders import Embedder
-from storage.metadata import MetadataStore
+from storage.metadata import MetadataStore, RecallBookkeeping
 
 
 class VectorSource(Protocol):
@@ -74,20 +75,30 @@ class SnapshotCache:
         async with self._metadata.transaction(readonly=True) as tx:
             version = await tx.version(user_id)
             cached = self._cache.get(user_id)
-            if (
-                cached is not None
-                and cached.version == version
-                and self._monotonic() - cached.loaded_at < self._ttl_s
-            ):
+            if cached is not None and cached.version == version:
+                if self._monotonic() - cached.loaded_at >= self._ttl_s:
+                    # Only recall hits move a memory without a version bump: refresh what they
+                    # change (no content to decrypt, no vectors) instead of reloading the user.
+                    _apply_bookkeeping(cached, await tx.recall_bookkeeping(user_id))
+                    cached.loaded_at = self._monotonic()
                 self._cache.move_to_end(user_id)
                 return cached
             rows = await tx.memories_with_status(user_id, RECALLABLE)
-        snapshot = await self._build(version, [m for m in rows if m.content is not None])
+            copies = await vector_copies.for_user(tx, user_id)
+        snapshot = await self._build(version, [m for m in rows if m.content is not None], copies)
         self._cache[user_id] = snapshot
         self._cache.move_to_end(user_id)
         while len(self._cache) > self._max_users:
             self._cache.popitem(last=False)
         return snapshot
+
+    async def warm(self, limit: int) -> int:
+        """Load the snapshots of up to ``limit`` most recently active users; returns how many."""
+        async with self._metadata.transaction(readonly=True) as tx:
+            user_ids = await tx.recently_active_users(min(limit, self._max_users))
+        for user_id in user_ids:
+            await self.get(user_id)
+        return len(user_ids)
 
     def note_recall_hits(self, user_id: str, hits: Mapping[str, tuple[float, int]], at: datetime) -> None:
         """Apply recall-hit bookkeeping (weight, count) to a cached snapshot without reloading it."""
@@ -100,8 +111,15 @@ class SnapshotCache:
                 memory.weight, memory.recall_count = hit
                 memory.weight_at = memory.last_recalled_at = at
 
-    async def _build(self, version: int, memories: list[Memory]) -> UserSnapshot:
-        stored = await self._vectors.get_vectors([m.memory_id for m in memories])
+    async def _build(
+        self, version: int, memories: list[Memory], copies: dict[str, np.ndarray]
+    ) -> UserSnapshot:
+        stored = {m.memory_id: copies[m.memory_id] for m in memories if m.memory_id in copies}
+        uncopied = [m.memory_id for m in memories if m.memory_id not in stored]
+        if uncopied:
+            # Copies are written after the index; rows from before copies existed, or whose copy
+            # was lost, come from the vector source.
+            stored.update(await self._vectors.get_vectors(uncopied))
         missing = [m for m in memories if m.memory_id not in stored]
         if missing:
             # Archived memories left the active index, and drift is possible until reconcile runs:
@@ -121,3 +139,11 @@ class SnapshotCache:
             lexicon=Bm25Index([tokenize(m.content or "") for m in memories]),
             entity_tokens=[frozenset(t for e in m.entities for t in tokenize(e)) for m in memories],
         )
+
+
+def _apply_bookkeeping(snapshot: UserSnapshot, rows: Mapping[str, RecallBookkeeping]) -> None:
+    for memory in snapshot.memories:
+        row = rows.get(memory.memory_id)
+        if row is not None:
+            memory.weight, memory.weight_at = row.weight, row.weight_at
+            memory.recall_count, memory.last_recalled_at = row.recall_count, row.last_recalled_at

@@ -16,7 +16,7 @@ FAILED would lose an accepted write, retrying at once could spin, so it waits fo
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -63,6 +63,8 @@ class WritePath:
         self.host = host or MailboxHost()
         self.max_attempts = max_attempts
         self._resume_page = resume_page
+        # Task kinds added by other layers (export): the handler runs on the mailbox and finishes the task.
+        self.handlers: dict[str, Callable[[WriteTask], Awaitable[None]]] = {}
 
     # --- accepting ----------------------------------------------------------------------------
 
@@ -78,6 +80,14 @@ class WritePath:
             return await self.host.submit(request.user_id, lambda: self.service.add_structured(request))
         task_id = await self._record(request.user_id, KIND_ADD_STRUCTURED, request.model_dump(mode="json"))
         self.schedule(request.user_id, task_id)
+        return TaskAccepted(task_id=task_id)
+
+    async def accept(self, user_id: str, kind: str, payload: dict[str, Any]) -> TaskAccepted:
+        """Record a task of a registered ``kind`` durably, queue it on the user's mailbox, answer at once."""
+        if kind not in self.handlers:
+            raise ValueError(f"no handler for task kind {kind!r}")
+        task_id = await self._record(user_id, kind, payload)
+        self.schedule(user_id, task_id)
         return TaskAccepted(task_id=task_id)
 
     def schedule(self, user_id: str, task_id: str) -> None:
@@ -153,6 +163,10 @@ class WritePath:
                     error=None,
                     at=self.service.clock(),
                 )
+            return
+        handler = self.handlers.get(task.kind)
+        if handler is not None:
+            await handler(task)
             return
         raise EngramError(ErrorCode.BAD_PARAMETER, f"unknown task kind {task.kind!r}")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import math
 import os
 import shutil
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,9 @@ import httpx
 from models.settings import Settings
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+SEED_MARKER = "engram-seed.json"
+# Bumped whenever seeded data would differ (2: vector copies beside the metadata).
+SEED_FORMAT = 2
 RECALL_SHARE = 18 / 20  # the locustfile's task weights: recall 18, add 1, healthz 1
 
 
@@ -41,11 +46,19 @@ def _free_port() -> int:
         return port
 
 
-def run(users: int, memories: int, recall_rps: float, duration_s: int, url: str | None) -> dict[str, Any]:
+def run(
+    users: int,
+    memories: int,
+    recall_rps: float,
+    duration_s: int,
+    url: str | None,
+    *,
+    seed_cache: Path | None = None,
+) -> dict[str, Any]:
     """Run one load test and return its figures."""
     started_here = None
     if url is None or not answers(url):
-        started_here = _start_app(users, memories)
+        started_here = _start_app(users, memories, seed_cache)
         url = started_here[0]
     try:
         stats = _locust(url, users, recall_rps, duration_s)
@@ -70,31 +83,76 @@ def run(users: int, memories: int, recall_rps: float, duration_s: int, url: str 
     }
 
 
-def _start_app(users: int, memories: int) -> tuple[str, Path]:
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    import ray
-    from ray import serve
+def seeded_copy(users: int, memories: int, cache: Path | None) -> Path:
+    """A fresh data directory holding ``users`` x ``memories`` seeded memories.
 
-    from serve.app import build_app
-
+    With a cache directory, seeding happens once per size and later runs copy the result (the app
+    writes to its data, so a run never uses the cache itself).
+    """
     data_dir = Path(tempfile.mkdtemp(prefix="engram-loadtest-"))
-    settings = Settings(
-        storage={"data_dir": data_dir},
-        serve={"port": _free_port(), "app_name": "engram-loadtest", "recall_replicas": 1},
-        recall={"snapshot_cache_users": max(users, 1000)},
-    )
+    if cache is None:
+        _seed(data_dir, users, memories)
+        return data_dir
+    marker = cache / SEED_MARKER
+    wanted = {"users": users, "memories": memories, "format": SEED_FORMAT}
+    if not (marker.exists() and json.loads(marker.read_text()) == wanted):
+        shutil.rmtree(cache, ignore_errors=True)
+        _seed(cache, users, memories)
+        marker.write_text(json.dumps(wanted))
+    shutil.copytree(cache, data_dir, dirs_exist_ok=True)
+    return data_dir
+
+
+def _seed(data_dir: Path, users: int, memories: int) -> None:
     print(f"seeding {users} users x {memories} memories into {data_dir} ...", file=sys.stderr, flush=True)
     subprocess.run(  # noqa: S603 - our own module, fixed arguments
         [sys.executable, "-m", "loadtest.seed", str(data_dir), str(users), str(memories)],
         check=True,
         stdout=subprocess.DEVNULL,
     )
+
+
+def _start_app(users: int, memories: int, seed_cache: Path | None) -> tuple[str, Path]:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+    from ray import serve
+
+    from serve.app import build_app
+
+    data_dir = seeded_copy(users, memories, seed_cache)
+    settings = Settings(
+        storage={"data_dir": data_dir},
+        serve={"port": _free_port(), "app_name": "engram-loadtest", "recall_replicas": 1},
+        recall={"snapshot_cache_users": max(users, 1000)},
+    )
     ray.init(include_dashboard=False, namespace="serve", log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
     serve.run(build_app(settings), name=settings.serve.app_name, route_prefix="/")
     url = f"http://127.0.0.1:{settings.serve.port}"
     print(f"app started at {url}", file=sys.stderr, flush=True)
+    _wait_for_warm_snapshots(settings.serve.app_name)
     return url, data_dir
+
+
+def _wait_for_warm_snapshots(app_name: str, limit_s: float = 600.0) -> None:
+    """Offer load once the recall replica has warmed its snapshots (steady state, not cold start)."""
+    from ray import serve
+
+    from serve.app import RecallDeployment
+
+    handle = serve.get_deployment_handle(RecallDeployment.name, app_name=app_name)  # type: ignore[attr-defined]
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        state = handle.warm_status.remote().result()
+        if state["done"]:
+            print(
+                f"recall snapshots warm: {state['users']:.0f} users in {state['seconds']:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        time.sleep(1.0)  # a progress poll of a background warm-up, not a correctness wait
+    print(f"recall warm-up not finished after {limit_s:.0f} s; load starts anyway", file=sys.stderr)
 
 
 def _stop_app(data_dir: Path) -> None:

@@ -376,6 +376,23 @@ class SessionCloseRequest(_Request):
     must_promote: list[MemoryId] = Field(default_factory=list, max_length=1000)
 
 
+class SessionCloseResult(BaseModel):
+    """What ``session/close`` did with the session's memories (L6)."""
+
+    promoted: list[str]
+    dropped: list[str]
+    # Valued for promotion but refused by the capacity check (42901 on their target): dropped too.
+    capacity_refused: list[str] = Field(default_factory=list)
+    continuity_memory_id: str | None = None
+
+
+class RestoreRequest(_Request):
+    """``restore``: bring an archived memory back to ACTIVE (L2)."""
+
+    user_id: Identifier
+    memory_id: MemoryId
+
+
 # --- envelope ---------------------------------------------------------------------------------
 
 T = TypeVar("T")

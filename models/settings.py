@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -82,6 +82,12 @@ class RecallSettings(BaseModel):
     # Per-user snapshots held by each recall process (DESIGN decision 5).
     snapshot_cache_users: int = Field(1000, ge=1)
     snapshot_ttl_s: float = Field(60.0, gt=0)
+    # A starting recall replica loads the snapshots of this many most recently active users in the
+    # background, so that a restart or a scale-out does not send every first recall to the stores.
+    warm_users: int = Field(1000, ge=0)
+    # Recall-hit bookkeeping (R4) leaves a recall replica in batches: one message per flush.
+    hit_flush_ms: int = Field(100, ge=1)
+    hit_batch_max: int = Field(256, ge=1)
     # Cosine similarity is mapped linearly from [floor, ceiling] onto [0, 1]: each embedder has its
     # own cosine range for "related" text, and relevance must be comparable with min_relevance.
     cosine_floor: float = Field(0.0, ge=-1, lt=1)
@@ -129,6 +135,11 @@ class EngineSettings(BaseModel):
     api_key: str = ""
     timeout_s: float = Field(20.0, gt=0)
     threads: int = Field(1, ge=1)
+    # The extraction deployment gathers concurrent requests into batches (@serve.batch).
+    batch_max_size: int = Field(16, ge=1)
+    batch_wait_ms: float = Field(20.0, ge=0)
+    # Shards retry a request lost with a dying extraction replica this many times in all.
+    remote_attempts: int = Field(8, ge=1)
 
 
 class ServeSettings(BaseModel):
@@ -140,23 +151,61 @@ class ServeSettings(BaseModel):
     # With the embedded milvus-lite only one process may own the vector file: keep 1 shard there.
     shard_count: int = Field(1, ge=1)
     recall_replicas: int = Field(1, ge=1)
+    # CPUs each replica reserves in Ray's scheduler. Replicas are asyncio services sharing the
+    # node's cores; Serve's default of 1 each would leave the 3 deployments unschedulable on 2 cores.
+    replica_cpus: float = Field(0.25, gt=0)
+    # Engines run in an extraction deployment shared by all shards; 0 runs one inside each shard.
+    extraction_replicas: int = Field(1, ge=0)
     max_ongoing_requests: int = Field(200, ge=1)
     mailbox_idle_s: float = Field(300.0, gt=0)
 
 
+class ArchiveSettings(BaseModel):
+    """The cold archive of archived memories (L2): a local directory, or an S3-compatible bucket."""
+
+    backend: Literal["local", "s3"] = "local"
+    # Empty: ``<storage.data_dir>/archive``.
+    local_dir: str = ""
+    s3_bucket: str = ""
+    s3_prefix: str = "engram-archive/"
+    # Empty: the AWS default endpoint; set it for MinIO, Ceph and other S3-compatible stores.
+    s3_endpoint_url: str = ""
+    s3_region: str = ""
+
+
 class LifecycleSettings(BaseModel):
-    """Retention periods of the sweeps (L2)."""
+    """Retention periods, thresholds and schedule of the sweeps (L1-L4, L6)."""
 
     purge_archived_after_days: int = Field(180, ge=0)
     purge_deleted_after_days: int = Field(30, ge=0)
     sweep_time_utc: str = Field("03:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
     continuity_ttl_hours: int = Field(24, ge=1)
+    # A decayed weight below this moves an active memory to the archive (L2).
+    archive_below_weight: float = Field(0.10, ge=0, le=1)
+    # The sweep stores a decayed weight only when it fell by at least this much: recall decays
+    # lazily anyway (R3), and a rerun minutes later then writes nothing.
+    decay_write_min_delta: float = Field(1e-4, gt=0)
+    # The in-app scheduler runs the job daily at sweep_time_utc when enabled.
+    scheduler_enabled: bool = True
+    # Parallel Ray tasks of one job run, each taking one partition of the users.
+    job_partitions: int = Field(4, ge=1)
+    # Users handed to a shard actor per call: a progress report follows each batch.
+    users_per_batch: int = Field(64, ge=1)
+    # Users swept at the same time on one shard, over all job tasks (their mailboxes run concurrently;
+    # more only queues writers on SQLite's single write lock).
+    user_concurrency: int = Field(4, ge=1)
+    reconcile: bool = True
+    archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
 
 
 class LimitSettings(BaseModel):
-    """Request size limit of the HTTP contract (C1); the 200-message cap is part of the API models."""
+    """Request size (C1) and rate limits; the 200-message cap is part of the API models."""
 
     max_request_bytes: int = Field(1024 * 1024, ge=1)
+    # Requests per second one user may make through one ingress replica (token bucket, 42903);
+    # 0 turns the limit off. ``user_burst`` requests may arrive at once after a quiet spell.
+    user_rate_per_s: float = Field(50.0, ge=0)
+    user_burst: int = Field(200, ge=1)
 
 
 class StorageSettings(BaseModel):
@@ -183,6 +232,39 @@ class StorageSettings(BaseModel):
     def resolved_master_key_file(self) -> Path:
         """The local master key file of the default key provider."""
         return Path(self.master_key_file) if self.master_key_file else self.data_dir / "master.key"
+
+
+class ApiKey(BaseModel):
+    """One API key (P4): the app_ids it may use and whether it may call the privacy routes."""
+
+    name: str = Field(min_length=1, max_length=64)
+    key: SecretStr = Field(min_length=16)
+    # "*" grants every app; requests without an app_id (the user's global memories) need ``global_scope``.
+    app_ids: list[str] = Field(default_factory=list)
+    global_scope: bool = True
+    admin: bool = False
+
+
+class AuthSettings(BaseModel):
+    """Authentication of callers; no keys means auth is off (only a loopback bind is then allowed)."""
+
+    api_keys: list[ApiKey] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_keys(self) -> AuthSettings:
+        secrets = [k.key.get_secret_value() for k in self.api_keys]
+        if len(set(secrets)) != len(secrets) or len({k.name for k in self.api_keys}) != len(self.api_keys):
+            raise ValueError("auth.api_keys: names and keys must be unique")
+        return self
+
+
+class PrivacySettings(BaseModel):
+    """Export files (P2): where they are written and how they are streamed back."""
+
+    # Relative paths are under storage.data_dir.
+    export_dir: Path = Path("exports")
+    export_page: int = Field(200, ge=1, le=2000)
+    download_chunk_bytes: int = Field(256 * 1024, ge=1024)
 
 
 class EmbedderSettings(BaseModel):
@@ -215,6 +297,8 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
 
     @classmethod
     def settings_customise_sources(

@@ -19,6 +19,11 @@ Every route is `POST`, JSON in and out, and answers the envelope
 `{"code": int, "msg": str, "trace_id": str, "data": ...}`. `code` 0 is success; the HTTP status
 mirrors the code's class. Send `X-Trace-Id` to choose the trace id (letters, digits, `_.:-`, up
 to 64 characters); it is echoed in the envelope and the response header.
+
+When API keys are configured (`auth.api_keys`), send one as `Authorization: Bearer <key>` or
+`X-API-Key: <key>`: no valid key is 40101, another tenant's app or a `user/*` route without the
+admin role is 40303 (docs/privacy.md). `user/export/download` answers JSON Lines
+(`application/x-ndjson`), not the envelope, once the export task is DONE.
 """
 
 

@@ -7,8 +7,11 @@ operations over ``serve.get_app_handle(name)`` with the same models.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import ray
@@ -17,6 +20,7 @@ from ray.actor import ActorHandle
 from ray.serve import Application
 from ray.serve.handle import DeploymentHandle
 
+from actors.hit_buffer import HitBuffer, RecallHits
 from actors.recall import Recaller
 from models.api import (
     AddRequest,
@@ -32,23 +36,36 @@ from models.api import (
     MemoryView,
     RecallRequest,
     RecallResponse,
+    RestoreRequest,
+    SessionCloseRequest,
+    SessionCloseResult,
     TaskAccepted,
     TaskRequest,
     TaskView,
     UpdateRequest,
 )
 from models.domain import utcnow
+from models.errors import EngramError
 from models.settings import Settings, load_settings
-from serve import app_state
+from serve import app_state, auth
+from serve.auth import Authenticator
+from serve.backend import EngramBackend
+from serve.extraction import ExtractionDeployment
+from serve.gate import GatedBackend, SwitchReader
 from serve.http_app import build_http_app
+from serve.privacy_backend import ForwardPrivacy, PrivacyBackend
+from serve.rate_limit import RateLimitedBackend, RateLimiter
 from serve.ray_backend import RayBackend
 from serve.settings_update import apply_overrides
 from serve.shard import ShardActor, shard_name, shard_of
+from serve.sweep_scheduler import start_scheduler
 from storage.crypto import LocalKeyFileProvider
 from storage.database import create_engine
 from storage.embedders import build_embedder
 from storage.keyring import KeyRing
 from storage.metadata import MetadataStore
+
+log = logging.getLogger(__name__)
 
 api = build_http_app(app_state.current)
 
@@ -83,10 +100,28 @@ class RecallDeployment:
         self.settings = settings
         self._shards = shard_actors(settings)
         self._recaller: Recaller | None = None
+        self._hits: HitBuffer | None = None
         self._embedder = build_embedder(settings.embedder)
         warm_up = getattr(self._embedder, "warm_up", None)
         if callable(warm_up):
             warm_up()  # ~1.4 s of weight loading belongs to start-up, not to a 500 ms recall
+        self._warm_state: dict[str, float] = {"done": 0.0, "users": 0.0, "seconds": 0.0}
+        # The constructor runs on the replica's event loop: the warm-up continues in the background
+        # once the replica serves.
+        self._warming = asyncio.get_running_loop().create_task(self._warm_snapshots())
+
+    async def _warm_snapshots(self) -> None:
+        started = time.monotonic()
+        users = 0
+        try:
+            users = await self._get().snapshots.warm(self.settings.recall.warm_users)
+        except Exception as exc:  # a failed warm-up only means slower first recalls
+            log.warning("snapshot warm-up stopped: %s", type(exc).__name__)
+        self._warm_state = {"done": 1.0, "users": float(users), "seconds": time.monotonic() - started}
+
+    async def warm_status(self) -> dict[str, float]:
+        """Whether this replica's snapshot warm-up has finished, how many users and how long it took."""
+        return dict(self._warm_state)
 
     def _get(self) -> Recaller:
         # Engines are created lazily on the replica's own event loop (DESIGN, Ray facts).
@@ -103,12 +138,38 @@ class RecallDeployment:
             )
         return self._recaller
 
-    async def recall(self, request: RecallRequest) -> RecallResponse:
-        outcome = await self._get().recall(request)
+    async def recall(self, request: RecallRequest) -> RecallResponse | EngramError:
+        """The answer, or the expected error as a value (``ray_backend.unwrap`` raises it)."""
+        try:
+            outcome = await self._get().recall(request)
+        except EngramError as exc:
+            return exc
         if outcome.hit_ids:
-            shard = self._shards[shard_of(request.user_id, len(self._shards))]
-            shard.record_recall_hits.remote(request.user_id, outcome.hit_ids, utcnow())
+            self._hit_buffer().add(request.user_id, outcome.hit_ids, utcnow())
         return outcome.response
+
+    def _hit_buffer(self) -> HitBuffer:
+        if self._hits is None:
+            recall = self.settings.recall
+            self._hits = HitBuffer(
+                self._send_hits, flush_after_s=recall.hit_flush_ms / 1000, max_batch=recall.hit_batch_max
+            )
+        return self._hits
+
+    async def _send_hits(self, batch: list[RecallHits]) -> None:
+        by_shard: dict[int, list[RecallHits]] = {}
+        for hits in batch:
+            by_shard.setdefault(shard_of(hits.user_id, len(self._shards)), []).append(hits)
+        await asyncio.gather(
+            *(self._shards[i].record_recall_hit_batch.remote(part) for i, part in by_shard.items())
+        )
+
+    async def flush_hits(self) -> int:
+        """Send buffered recall-hit bookkeeping now (tests, shutdown); returns how many were waiting."""
+        waiting = self._hits.pending if self._hits is not None else 0
+        if self._hits is not None:
+            await self._hits.flush()
+        return waiting
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         """Serve ``user_config``: settings overrides applied without a restart (O1)."""
@@ -117,20 +178,44 @@ class RecallDeployment:
 
 @serve.deployment(name="Ingress")
 @serve.ingress(api)
-class Ingress:
+class Ingress(ForwardPrivacy):
     """HTTP routes (through ``api``) and the same operations as Python methods for handles."""
 
-    def __init__(self, recall: DeploymentHandle[Any], settings: Settings) -> None:
+    def __init__(
+        self,
+        recall: DeploymentHandle[Any],
+        settings: Settings,
+        extraction: DeploymentHandle[Any] | None = None,
+    ) -> None:
+        """``extraction``: the engine deployment the shards call (bound here so the app deploys it)."""
         self.settings = settings
+        self._extraction = extraction
         self._shards = shard_actors(settings)
         ray.get([shard.ready.remote() for shard in self._shards])  # stores open, tasks resumed
-        self._backend = RayBackend(self._shards, recall)
+        # Switches are checked here, before any work is sent on (P1); auth guards the routes (P4).
+        self._switches = SwitchReader(settings.storage)
+        self._gate = GatedBackend(RayBackend(self._shards, recall), self._switches)
+        # Rate limits first: a runaway caller costs no switch lookup either (42903).
+        self._limited = RateLimitedBackend(self._gate, RateLimiter(settings.limits))
+        self._backend: EngramBackend = cast(EngramBackend, self._limited)
+        auth.install(Authenticator(settings.auth))
+        auth.startup_notice(settings.auth, settings.serve.host)
         app_state.install(self._backend)
+        # One per app, however many Ingress replicas; it reads lifecycle.scheduler_enabled each day.
+        self._scheduler = start_scheduler(settings)
+
+    async def privacy_backend(self) -> PrivacyBackend:
+        return self._backend
+
+    def gate_stats(self) -> dict[str, int]:
+        """Calls the switch gate of this replica refused and passed (counts only)."""
+        return self._gate.stats()
 
     def reconfigure(self, config: dict[str, Any]) -> None:
-        """Serve ``user_config``: forwarded to every shard by message (O1)."""
+        """Serve ``user_config``: forwarded to every shard and the sweep scheduler by message (O1)."""
         apply_overrides(self.settings, config)
         ray.get([shard.reconfigure.remote(config) for shard in self._shards])
+        ray.get(self._scheduler.reconfigure.remote(config))
 
     async def add(self, r: AddRequest) -> TaskAccepted:
         return await self._backend.add(r)
@@ -159,6 +244,12 @@ class Ingress:
     async def change_log(self, r: ChangeLogRequest) -> ChangeLogPage:
         return await self._backend.change_log(r)
 
+    async def session_close(self, r: SessionCloseRequest) -> SessionCloseResult:
+        return await self._backend.session_close(r)
+
+    async def restore(self, r: RestoreRequest) -> MemoryView:
+        return await self._backend.restore(r)
+
 
 def build_app(settings: Settings | None = None, user_config: dict[str, Any] | None = None) -> Application:
     """The application for ``settings`` (default: ``ENGRAM_CONFIG`` / environment)."""
@@ -168,14 +259,29 @@ def build_app(settings: Settings | None = None, user_config: dict[str, Any] | No
             "the embedded milvus-lite has one owner: serve.shard_count must be 1 without a Milvus URI"
         )
     config = user_config or {}
+    cpus = {"num_cpus": settings.serve.replica_cpus}
     recall = RecallDeployment.options(  # type: ignore[attr-defined]
         num_replicas=settings.serve.recall_replicas,
+        ray_actor_options=cpus,
         max_ongoing_requests=settings.serve.max_ongoing_requests,
         user_config=config,
     ).bind(settings)
+    extraction = (
+        ExtractionDeployment.options(  # type: ignore[attr-defined]
+            num_replicas=settings.serve.extraction_replicas,
+            ray_actor_options=cpus,
+            # Room for several batches in flight, or batches could never fill.
+            max_ongoing_requests=4 * settings.engine.batch_max_size,
+            user_config=config,
+        ).bind(settings)
+        if settings.serve.extraction_replicas
+        else None
+    )
     ingress: Application = Ingress.options(  # type: ignore[attr-defined]
-        max_ongoing_requests=settings.serve.max_ongoing_requests, user_config=config
-    ).bind(recall, settings)
+        max_ongoing_requests=settings.serve.max_ongoing_requests,
+        ray_actor_options=cpus,
+        user_config=config,
+    ).bind(recall, settings, extraction)
     return ingress
 
 

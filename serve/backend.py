@@ -22,14 +22,18 @@ from models.api import (
     MemoryView,
     RecallRequest,
     RecallResponse,
+    RestoreRequest,
+    SessionCloseRequest,
+    SessionCloseResult,
     TaskAccepted,
     TaskRequest,
     TaskView,
     UpdateRequest,
 )
+from serve.privacy_backend import PrivacyBackend
 
 
-class EngramBackend(Protocol):
+class EngramBackend(PrivacyBackend, Protocol):
     """The operations behind the routes; errors are ``EngramError`` with a C9 code."""
 
     async def add(self, request: AddRequest) -> TaskAccepted:
@@ -66,4 +70,12 @@ class EngramBackend(Protocol):
 
     async def change_log(self, request: ChangeLogRequest) -> ChangeLogPage:
         """A user's changes (M3)."""
+        ...
+
+    async def session_close(self, request: SessionCloseRequest) -> SessionCloseResult:
+        """Promote a session's valuable memories, drop the rest, keep a continuity memory (L6)."""
+        ...
+
+    async def restore(self, request: RestoreRequest) -> MemoryView:
+        """Bring an archived memory back to ACTIVE (L2)."""
         ...

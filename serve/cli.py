@@ -68,6 +68,20 @@ def _positive_int(text: str) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     """Start Ray (local), Serve and the app on the configured host and port; Ctrl-C stops it cleanly."""
+    from serve.auth import AUTH_OFF_WARNING, startup_notice
+
+    settings = load_settings(args.config)
+    if args.host is not None:
+        settings.serve.host = args.host
+    if args.port is not None:
+        settings.serve.port = args.port
+    if not settings.auth.api_keys:
+        print(f"*** {AUTH_OFF_WARNING} ***", file=sys.stderr, flush=True)
+    refusal = startup_notice(settings.auth, settings.serve.host)
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        return 2
+
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local single-user cluster (DESIGN, Ray facts)
     import ray
     from ray import serve
@@ -75,12 +89,6 @@ def _serve(args: argparse.Namespace) -> int:
     from serve.app import build_app
     from serve.shard import shard_name
 
-    settings = load_settings(args.config)
-    if args.port is not None:
-        settings.serve.port = args.port
-    if settings.serve.host not in ("127.0.0.1", "localhost", "::1"):
-        print("refusing to listen beyond this machine: authentication is not configured yet", file=sys.stderr)
-        return 2
     ray.init(include_dashboard=False, namespace="serve", log_to_driver=False)
     try:
         serve.start(http_options={"host": settings.serve.host, "port": settings.serve.port})
@@ -107,9 +115,38 @@ def _serve(args: argparse.Namespace) -> int:
 def _loadtest(args: argparse.Namespace) -> int:
     from loadtest.run import run
 
-    figures = run(args.users, args.memories, args.rps, args.duration, args.url)
+    figures = run(args.users, args.memories, args.rps, args.duration, args.url, seed_cache=args.seed_cache)
     print(json.dumps(figures))
     return 0 if figures["errors"] == 0 else 1
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    """Run the lifecycle job now: on the cluster at ``--address``, else on a local Ray started here."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+
+    from lifecycle.job import run_job
+    from serve.shard import shard_name
+
+    settings = load_settings(args.config)
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    ray.init(address=address or "local", namespace="serve", include_dashboard=False, log_to_driver=False)
+    try:
+        report = run_job(
+            settings,
+            dry_run=args.dry_run,
+            on_partition=lambda p: print(json.dumps({"partition": p.partition, **p.counts}), flush=True),
+        )
+        print(report.to_json())
+    finally:
+        if not address:
+            # The shards were started here: close them (flushes the vector store) before Ray goes.
+            for i in range(settings.serve.shard_count):
+                with contextlib.suppress(ValueError):
+                    shard = ray.get_actor(shard_name(settings.serve.app_name, i), namespace="serve")
+                    ray.get(shard.close.remote())
+        ray.shutdown()
+    return 1 if report.totals.get("failed_users") else 0
 
 
 def engine_name(url: str) -> str:
@@ -126,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("config", help="print the effective settings as JSON").set_defaults(func=_config)
     serve_cmd = commands.add_parser("serve", help="start the service (Ray Serve) and block until Ctrl-C")
     serve_cmd.add_argument("--port", type=int, help="HTTP port (default: serve.port, 8000)")
+    serve_cmd.add_argument("--host", help="address to listen on (default: serve.host, 127.0.0.1)")
     serve_cmd.set_defaults(func=_serve)
     load = commands.add_parser("loadtest", help="seed, start the app if needed, run locust, print recall P99")
     load.add_argument("--users", type=int, default=1000)
@@ -133,7 +171,18 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--rps", type=float, default=30.0, help="offered recall requests per second")
     load.add_argument("--duration", type=int, default=60, help="seconds of load")
     load.add_argument("--url", help="an Engram app already running (default: start one, seeded)")
+    load.add_argument(
+        "--seed-cache",
+        type=Path,
+        help="keep the seeded data here and reuse it on later runs of the same size (seeding takes minutes)",
+    )
     load.set_defaults(func=_loadtest)
+    sweep = commands.add_parser(
+        "sweep", help="run the lifecycle sweeps now (decay, archive, purge, reconcile)"
+    )
+    sweep.add_argument("--dry-run", action="store_true", help="print what the sweep would do, change nothing")
+    sweep.add_argument("--address", help="Ray cluster of a running app (default: $RAY_ADDRESS, else local)")
+    sweep.set_defaults(func=_sweep)
     evaluation = commands.add_parser("eval", help="run an offline evaluation")
     benchmarks = evaluation.add_subparsers(dest="benchmark", required=True)
     locomo = benchmarks.add_parser(

@@ -32,6 +32,8 @@ from models.api import (
     UpdateRequest,
 )
 from models.errors import ErrorCode
+from serve.lifecycle_client import AsyncLifecycleClient, LifecycleClient
+from serve.privacy_client import AsyncPrivacyClient, PrivacyClient
 
 T = TypeVar("T")
 PREFIX = "/memory/v1"
@@ -118,11 +120,19 @@ class _Operations:
 ops = _Operations()
 
 
-class EngramClient:
+class EngramClient(PrivacyClient, LifecycleClient):
     """Blocking client: ``EngramClient("http://127.0.0.1:8000").recall(RecallRequest(...))``."""
 
-    def __init__(self, base_url: str, *, timeout_s: float = 10.0, client: httpx.Client | None = None) -> None:
-        self._http = client or httpx.Client(base_url=base_url, timeout=timeout_s)
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = 10.0,
+        client: httpx.Client | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        self._http = client or httpx.Client(base_url=base_url, timeout=timeout_s, headers=headers)
 
     def send(self, call: Call[T]) -> T:
         """Send one operation and return its data."""
@@ -160,13 +170,19 @@ class EngramClient:
         self._http.close()
 
 
-class AsyncEngramClient:
+class AsyncEngramClient(AsyncPrivacyClient, AsyncLifecycleClient):
     """Asyncio client with the same operations as ``EngramClient``."""
 
     def __init__(
-        self, base_url: str, *, timeout_s: float = 10.0, client: httpx.AsyncClient | None = None
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = 10.0,
+        client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
     ) -> None:
-        self._http = client or httpx.AsyncClient(base_url=base_url, timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        self._http = client or httpx.AsyncClient(base_url=base_url, timeout=timeout_s, headers=headers)
 
     async def send(self, call: Call[T]) -> T:
         """Send one operation and return its data."""

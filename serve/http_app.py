@@ -33,13 +33,19 @@ from models.api import (
     MemoryView,
     RecallRequest,
     RecallResponse,
+    RestoreRequest,
+    SessionCloseRequest,
+    SessionCloseResult,
     TaskAccepted,
     TaskRequest,
     TaskView,
     UpdateRequest,
 )
 from models.errors import EngramError, ErrorCode
+from serve import auth as auth_state
+from serve.auth import Authenticator, AuthGuard
 from serve.backend import EngramBackend
+from serve.privacy_routes import add_privacy_routes, memory_apps_lookup
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +116,13 @@ class _TooLargeError(Exception):
     pass
 
 
-def build_http_app(backend: Callable[[], EngramBackend], *, max_body_bytes: int = 1024 * 1024) -> FastAPI:
-    """The FastAPI application; ``backend`` is called per request (the Serve replica sets it up)."""
+def build_http_app(
+    backend: Callable[[], EngramBackend],
+    *,
+    max_body_bytes: int = 1024 * 1024,
+    auth: Callable[[], Authenticator] = auth_state.current,
+) -> FastAPI:
+    """The FastAPI application; ``backend`` and ``auth`` are called per request (the replica sets them)."""
     app = FastAPI(
         title="Engram",
         version="0.1.0",
@@ -181,9 +192,21 @@ def build_http_app(backend: Callable[[], EngramBackend], *, max_body_bytes: int 
     async def change_log(body: ChangeLogRequest, request: Request) -> JSONResponse:
         return ok(request, await backend().change_log(body))
 
+    @route("session/close", SessionCloseResult)
+    async def session_close(body: SessionCloseRequest, request: Request) -> JSONResponse:
+        return ok(request, await backend().session_close(body))
+
+    @route("restore", MemoryView)
+    async def restore(body: RestoreRequest, request: Request) -> JSONResponse:
+        return ok(request, await backend().restore(body))
+
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    add_privacy_routes(app, PREFIX, backend, ok)
+    app.add_middleware(
+        AuthGuard, prefix=PREFIX, authenticator=auth, memory_apps=lambda: memory_apps_lookup(backend)
+    )
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     return app

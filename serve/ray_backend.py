@@ -22,26 +22,38 @@ from models.api import (
     MemoryView,
     RecallRequest,
     RecallResponse,
+    RestoreRequest,
+    SessionCloseRequest,
+    SessionCloseResult,
     TaskAccepted,
     TaskRequest,
     TaskView,
     UpdateRequest,
 )
 from models.errors import EngramError, ErrorCode
+from serve.privacy_backend import RayPrivacy
 from serve.shard import shard_of
 
 T = TypeVar("T")
 
 
-async def unwrap(call: Awaitable[T]) -> T:
-    """Await a Ray call; an EngramError raised remotely is raised here as itself."""
+async def unwrap(call: Awaitable[T | EngramError]) -> T:
+    """Await a Ray call; an EngramError raised or returned remotely is raised here as itself.
+
+    Hot-path deployments return expected errors as values: an exception raised out of a Serve
+    replica is logged there with its formatted traceback, which under overload cost the recall
+    replica a sixth of its CPU (docs/benchmarks.md) and fed the overload.
+    """
     try:
-        return await call
+        result = await call
     except RayTaskError as exc:
         cause = engram_cause(exc)
         if cause is not None:
             raise cause from None
         raise
+    if isinstance(result, EngramError):
+        raise result
+    return result
 
 
 def engram_cause(exc: BaseException) -> EngramError | None:
@@ -61,7 +73,7 @@ def engram_cause(exc: BaseException) -> EngramError | None:
     return None
 
 
-class RayBackend:
+class RayBackend(RayPrivacy):
     """Routes every operation: by user to its shard (stable hash), recall to the recall deployment."""
 
     def __init__(self, shards: Sequence[ActorHandle[Any]], recall: Any) -> None:
@@ -105,3 +117,9 @@ class RayBackend:
 
     async def change_log(self, request: ChangeLogRequest) -> ChangeLogPage:
         return await unwrap(self.shard(request.user_id).change_log.remote(request))
+
+    async def session_close(self, request: SessionCloseRequest) -> SessionCloseResult:
+        return await unwrap(self.shard(request.user_id).session_close.remote(request))
+
+    async def restore(self, request: RestoreRequest) -> MemoryView:
+        return await unwrap(self.shard(request.user_id).restore.remote(request))

@@ -17,8 +17,14 @@ from typing import Any
 import numpy as np
 import ray
 
+from actors.hit_buffer import RecallHits
 from actors.memory_service import MemoryService
 from actors.write_path import WritePath
+from lifecycle.archive import build_archive
+from lifecycle.archive_vectors import ArchiveBackedVectors
+from lifecycle.context import LifecycleStores
+from lifecycle.plan import SweepCounts
+from lifecycle.sweeps import Sweeper, sweep_users
 from models.api import (
     AddRequest,
     AddStructuredRequest,
@@ -31,13 +37,18 @@ from models.api import (
     HistoryResponse,
     MemoryCreated,
     MemoryView,
+    RestoreRequest,
+    SessionCloseRequest,
+    SessionCloseResult,
     TaskAccepted,
     TaskRequest,
     TaskView,
     UpdateRequest,
 )
 from models.settings import Settings
+from serve.extraction import extraction_engine
 from serve.local_backend import LocalBackend
+from serve.privacy_backend import ForwardPrivacy, PrivacyBackend
 from serve.settings_update import apply_overrides
 from storage.stores import Stores, open_stores
 
@@ -61,6 +72,8 @@ class Shard:
         self.index = index
         self._started: asyncio.Task[LocalBackend] | None = None
         self._stores: Stores | None = None
+        self._recall_vectors: ArchiveBackedVectors | None = None
+        self._sweep_gate: asyncio.Semaphore | None = None
 
     async def backend(self) -> LocalBackend:
         """The shard's backend, opening the stores and resuming unfinished tasks on first use."""
@@ -71,22 +84,56 @@ class Shard:
 
     async def _start(self) -> LocalBackend:
         self._stores = await open_stores(self.settings)
+        stores = self._stores
+        lifecycle = LifecycleStores(
+            self.settings, stores.metadata, stores.vectors, stores.embedder, build_archive(self.settings)
+        )
+        self._recall_vectors = ArchiveBackedVectors(stores.vectors, lifecycle.archive, stores.metadata)
         service = MemoryService(
-            self.settings, self._stores.metadata, self._stores.vectors, self._stores.embedder
+            self.settings,
+            stores.metadata,
+            stores.vectors,
+            stores.embedder,
+            engine=extraction_engine(self.settings) if self.settings.serve.extraction_replicas else None,
+            recall_vectors=self._recall_vectors,
         )
         write_path = WritePath(service)
+        # Built before resuming: it registers the task kinds (export) that resumed tasks may have.
+        backend = LocalBackend(service, write_path, lifecycle)
         count = self.settings.serve.shard_count
         await write_path.resume(owns=lambda user_id: shard_of(user_id, count) == self.index)
-        return LocalBackend(service, write_path)
+        return backend
 
     async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored vectors, for recall snapshots built in other processes."""
+        """Stored vectors (archived ones from the cold archive), for snapshots built in other processes."""
+        await self.backend()
+        assert self._recall_vectors is not None
+        return await self._recall_vectors.get_vectors(memory_ids)
+
+    async def sweep_users(self, user_ids: Sequence[str], now: datetime, dry_run: bool) -> SweepCounts:
+        """The lifecycle sweeps of these users (all owned by this shard), each on its own mailbox."""
         backend = await self.backend()
-        return await backend.service.vectors.get_vectors(memory_ids)
+        if self._sweep_gate is None:
+            # One bound for every job task calling this shard at once: SQLite takes one writer.
+            self._sweep_gate = asyncio.Semaphore(self.settings.lifecycle.user_concurrency)
+        return await sweep_users(
+            Sweeper(backend.lifecycle),
+            user_ids,
+            now,
+            backend.write_path.host.submit,
+            dry_run=dry_run,
+            gate=self._sweep_gate,
+        )
 
     async def record_recall_hits(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
         """R4 bookkeeping, queued on the user's mailbox."""
         (await self.backend()).write_path.record_recall_hits(user_id, memory_ids, at)
+
+    async def record_recall_hit_batch(self, batch: Sequence[RecallHits]) -> None:
+        """R4 bookkeeping of many recalls (sent in batches by recall replicas), each on its user's mailbox."""
+        write_path = (await self.backend()).write_path
+        for hits in batch:
+            write_path.record_recall_hits(hits.user_id, hits.memory_ids, hits.at)
 
     def reconfigure(self, overrides: dict[str, Any]) -> None:
         """Apply run-time settings (O1) to this shard's live Settings object."""
@@ -102,7 +149,7 @@ class Shard:
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
-class ShardActor:
+class ShardActor(ForwardPrivacy):
     """The Ray actor hosting a ``Shard``; restarted by Ray after a crash, then it resumes its tasks."""
 
     def __init__(self, settings: Settings, index: int) -> None:
@@ -111,6 +158,9 @@ class ShardActor:
     async def ready(self) -> int:
         await self._shard.backend()
         return self._shard.index
+
+    async def privacy_backend(self) -> PrivacyBackend:
+        return await self._shard.backend()
 
     async def add(self, r: AddRequest) -> TaskAccepted:
         return await (await self._shard.backend()).add(r)
@@ -139,8 +189,20 @@ class ShardActor:
     async def get_vectors(self, memory_ids: list[str]) -> dict[str, np.ndarray]:
         return await self._shard.get_vectors(memory_ids)
 
+    async def session_close(self, r: SessionCloseRequest) -> SessionCloseResult:
+        return await (await self._shard.backend()).session_close(r)
+
+    async def restore(self, r: RestoreRequest) -> MemoryView:
+        return await (await self._shard.backend()).restore(r)
+
+    async def sweep_users(self, user_ids: list[str], now: datetime, dry_run: bool) -> SweepCounts:
+        return await self._shard.sweep_users(user_ids, now, dry_run)
+
     async def record_recall_hits(self, user_id: str, memory_ids: list[str], at: datetime) -> None:
         await self._shard.record_recall_hits(user_id, memory_ids, at)
+
+    async def record_recall_hit_batch(self, batch: list[RecallHits]) -> None:
+        await self._shard.record_recall_hit_batch(batch)
 
     async def drain(self) -> None:
         await (await self._shard.backend()).write_path.drain()

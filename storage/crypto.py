@@ -122,3 +122,14 @@ class ContentCipher:
             return unseal(self._key, blob, self._aad).decode()
         except DecryptionError:
             return None
+
+    def seal_bytes(self, data: bytes, label: str) -> bytes:
+        """Ciphertext of ``data``, bound to ``label`` (e.g. the memory it belongs to)."""
+        return seal(self._key, data, self._aad + b":" + label.encode())
+
+    def open_bytes(self, blob: bytes, label: str) -> bytes | None:
+        """Plaintext sealed under ``label``, or None when it cannot be opened."""
+        try:
+            return unseal(self._key, blob, self._aad + b":" + label.encode())
+        except DecryptionError:
+            return None

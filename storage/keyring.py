@@ -14,17 +14,18 @@ from storage.schema import user_keys
 
 
 class KeyRing:
-    """Finds or creates each user's data key inside the caller's transaction and caches it."""
+    """Finds or creates each user's data key inside the caller's transaction and caches it.
+
+    The cache is checked against the stored wrapped key on every lookup (one primary-key read):
+    another process may have shredded the key, and a cipher cached here must not outlive it.
+    """
 
     def __init__(self, provider: KeyProvider) -> None:
         self._provider = provider
-        self._ciphers: dict[str, ContentCipher] = {}
+        self._ciphers: dict[str, tuple[bytes, ContentCipher]] = {}
 
     async def cipher_for(self, conn: AsyncConnection, user_id: str) -> ContentCipher:
         """The user's cipher, creating their data key on first use."""
-        cached = self._ciphers.get(user_id)
-        if cached is not None:
-            return cached
         wrapped = await self._load(conn, user_id)
         if wrapped is None:
             candidate = self._provider.wrap(secrets.token_bytes(KEY_BYTES), user_id)
@@ -32,8 +33,11 @@ class KeyRing:
             # Another process may have won the race: whatever is stored now is the key.
             wrapped = await self._load(conn, user_id)
             assert wrapped is not None
+        cached = self._ciphers.get(user_id)
+        if cached is not None and cached[0] == wrapped:
+            return cached[1]
         cipher = ContentCipher(user_id, self._provider.unwrap(wrapped, user_id))
-        self._ciphers[user_id] = cipher
+        self._ciphers[user_id] = (wrapped, cipher)
         return cipher
 
     async def shred(self, conn: AsyncConnection, user_id: str) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, func, or_, select, update
+from sqlalchemy import Select, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -65,19 +65,36 @@ class MetadataStore:
         await self.engine.dispose()
 
 
+@dataclass(frozen=True, slots=True)
+class RecallBookkeeping:
+    """What recall hits change on a memory (R4): its weight and when, and its hit count."""
+
+    weight: float
+    weight_at: datetime
+    recall_count: int
+    last_recalled_at: datetime | None
+
+
 class MetadataTx:
     """Reads and writes of one transaction."""
 
     def __init__(self, conn: AsyncConnection, keyring: KeyRing) -> None:
         self.conn = conn
         self._keyring = keyring
+        # The keyring checks its cache against the stored key once per user and transaction.
+        self._ciphers: dict[str, ContentCipher] = {}
 
     async def cipher(self, user_id: str) -> ContentCipher:
         """The user's content cipher (creates their data key on first use)."""
-        return await self._keyring.cipher_for(self.conn, user_id)
+        cipher = self._ciphers.get(user_id)
+        if cipher is None:
+            cipher = await self._keyring.cipher_for(self.conn, user_id)
+            self._ciphers[user_id] = cipher
+        return cipher
 
     async def shred(self, user_id: str) -> bool:
         """Destroy the user's data key: all their stored content becomes unreadable."""
+        self._ciphers.pop(user_id, None)
         return await self._keyring.shred(self.conn, user_id)
 
     # --- memories -----------------------------------------------------------------------------
@@ -155,6 +172,14 @@ class MetadataTx:
             )
             for r in rows
         ]
+
+    async def load_memories(self, user_id: str, query: Select[Any]) -> list[Memory]:
+        """Run a select of whole memory rows of one user and decrypt them (queries built elsewhere)."""
+        return await self._load(user_id, query)
+
+    async def load_changes(self, user_id: str, query: Select[Any]) -> list[ChangeLogEntry]:
+        """Run a select of whole change-log rows of one user and decrypt them."""
+        return await self._load_changes(user_id, query)
 
     async def _load(self, user_id: str, query: Select[Any]) -> list[Memory]:
         rows = (await self.conn.execute(query)).mappings().all()
@@ -236,6 +261,66 @@ class MetadataTx:
             .values(weight=weight, weight_at=at, last_recalled_at=at, recall_count=recall_count)
         )
         return bool(result.rowcount)
+
+    async def record_recall_hits(
+        self, user_id: str, hits: Mapping[str, tuple[float, int]], at: datetime
+    ) -> None:
+        """Store many hits' bookkeeping (memory_id -> (weight, recall_count)) in one statement.
+
+        Rows that are no longer ACTIVE are left alone; callers read the rows in the same
+        transaction, so they know which ones those are.
+        """
+        if not hits:
+            return
+        statement = (
+            update(memories)
+            .where(
+                and_(
+                    memories.c.user_id == bindparam("b_user_id"),
+                    memories.c.memory_id == bindparam("b_memory_id"),
+                    memories.c.status == Status.ACTIVE.value,
+                )
+            )
+            .values(
+                weight=bindparam("b_weight"),
+                weight_at=bindparam("b_at"),
+                last_recalled_at=bindparam("b_at"),
+                recall_count=bindparam("b_count"),
+            )
+        )
+        rows = [
+            {"b_user_id": user_id, "b_memory_id": m, "b_weight": w, "b_at": at, "b_count": c}
+            for m, (w, c) in hits.items()
+        ]
+        await self.conn.execute(statement, rows)
+
+    async def recently_active_users(self, limit: int) -> list[str]:
+        """Users whose memories were written or recalled most recently, most recent first."""
+        last_active = func.max(func.coalesce(memories.c.last_recalled_at, memories.c.updated_at))
+        query = (
+            select(memories.c.user_id)
+            .where(memories.c.status == Status.ACTIVE.value)
+            .group_by(memories.c.user_id)
+            .order_by(last_active.desc(), memories.c.user_id)
+            .limit(limit)
+        )
+        return [str(user_id) for user_id in (await self.conn.execute(query)).scalars()]
+
+    async def recall_bookkeeping(self, user_id: str) -> dict[str, RecallBookkeeping]:
+        """Weight and hit columns of the user's ACTIVE memories (no content: nothing to decrypt)."""
+        query = select(
+            memories.c.memory_id,
+            memories.c.weight,
+            memories.c.weight_at,
+            memories.c.recall_count,
+            memories.c.last_recalled_at,
+        ).where(and_(memories.c.user_id == user_id, memories.c.status == Status.ACTIVE.value))
+        return {
+            row.memory_id: RecallBookkeeping(
+                row.weight, row.weight_at, row.recall_count, row.last_recalled_at
+            )
+            for row in (await self.conn.execute(query)).all()
+        }
 
     async def add_change(
         self,

@@ -166,6 +166,16 @@ user_keys = Table(
     Column("created_at", UTCDateTime, nullable=False),
 )
 
+memory_vectors = Table(
+    "memory_vectors",
+    metadata,
+    # A sealed copy of each indexed vector beside the metadata, so that a recall snapshot loads a
+    # user's vectors in one indexed read (milvus-lite: 14-28 ms per 100 ids by key, ~340 ms by user).
+    Column("memory_id", ID, primary_key=True),
+    Column("user_id", SCOPE_ID, nullable=False, index=True),
+    Column("vector", LargeBinary, nullable=False),
+)
+
 user_versions = Table(
     "user_versions",
     metadata,

@@ -11,6 +11,7 @@ from storage.embedders import Embedder, build_embedder
 from storage.keyring import KeyRing
 from storage.metadata import MetadataStore
 from storage.migrate import upgrade
+from storage.vector_copies import CopyingVectorStore
 from storage.vectors import MilvusVectorStore, VectorStore
 
 
@@ -43,12 +44,14 @@ async def open_stores(
         await upgrade(engine)
     provider = key_provider or LocalKeyFileProvider(storage.resolved_master_key_file())
     embedder = embedder or build_embedder(settings.embedder)
-    vectors = MilvusVectorStore(
+    metadata = MetadataStore(engine, KeyRing(provider))
+    index = MilvusVectorStore(
         storage.resolved_milvus_uri(),
         storage.collection,
         embedder.dim,
         token=storage.milvus_token,
         lite_flush_rows=storage.milvus_lite_flush_rows,
     )
+    vectors = CopyingVectorStore(index, metadata)
     await vectors.start()
-    return Stores(MetadataStore(engine, KeyRing(provider)), vectors, embedder)
+    return Stores(metadata, vectors, embedder)

@@ -91,6 +91,9 @@ class VectorStore(Protocol):
     async def delete_user(self, user_id: str) -> None:
         """Remove every vector of one user."""
 
+    async def memory_ids(self, user_id: str) -> list[str]:
+        """Ids of every stored vector of one user (reconcile compares them with the metadata)."""
+
 
 def scope_key(value: str) -> str:
     """The keyed hash under which a user, app or session id is stored and matched."""
@@ -361,3 +364,14 @@ class MilvusVectorStore:
         """Remove every vector of one user."""
         expr = _eq("user_key", _user_key(user_id))
         await self._call(self._write, "delete", self._lite_flush_rows, filter=expr)
+
+    async def memory_ids(self, user_id: str) -> list[str]:
+        """Ids of every stored vector of one user (reconcile compares them with the metadata)."""
+        rows = await self._call(
+            self._client_call,
+            "query",
+            filter=_eq("user_key", _user_key(user_id)),
+            output_fields=["memory_id"],
+            limit=_MAX_TOPK,
+        )
+        return [str(row["memory_id"]) for row in rows]

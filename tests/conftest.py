@@ -18,8 +18,9 @@ from storage.embedders import Embedder, UseEmbedder
 from storage.stores import Stores, open_stores
 
 POSTGRES_URL = os.environ.get("ENGRAM_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
-# Engram's tests get a database of their own beside ``test``, emptied before each test.
-POSTGRES_TEST_DB = "engram_test"
+# Engram's tests get a database of their own beside ``test``, emptied before each test; runs that
+# share one PostgreSQL at the same time name different databases.
+POSTGRES_TEST_DB = os.environ.get("ENGRAM_TEST_POSTGRES_DB", "engram_test")
 
 
 class ManualClock:

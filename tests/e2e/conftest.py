@@ -43,8 +43,12 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
         storage={"data_dir": data_dir},
         serve={"port": _free_port(), "app_name": "engram-e2e"},
         recall={"timeout_ms": 30_000},  # noisy shared machine; 50401 is tested deterministically
+        # Bursts of hundreds of writes for one user are part of these tests; 42903 is tested
+        # through the HTTP app (tests/integration/test_rate_limit.py).
+        limits={"user_rate_per_s": 0},
     )
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, namespace="serve")
+    # As many CPUs as the machines this runs on (2): replicas must fit there too.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="serve")
     serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
     serve.run(build_app(settings), name=settings.serve.app_name, route_prefix="/")
     try:

@@ -20,6 +20,7 @@ from storage.keyring import KeyRing
 from storage.metadata import MetadataStore
 from storage.migrate import upgrade
 from storage.schema import change_log, memories, metadata
+from tests.conftest import POSTGRES_TEST_DB
 
 pytestmark = pytest.mark.integration
 
@@ -194,6 +195,6 @@ async def test_mark_status_and_eviction_rows(store: MetadataStore) -> None:
 async def test_database_is_the_requested_backend(store: MetadataStore, database_url: str) -> None:
     async with store.engine.connect() as conn:
         if database_url.startswith("postgresql"):
-            assert (await conn.execute(text("SELECT current_database()"))).scalar() == "engram_test"
+            assert (await conn.execute(text("SELECT current_database()"))).scalar() == POSTGRES_TEST_DB
         else:
             assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"

@@ -31,5 +31,11 @@ def test_every_contract_route_is_documented() -> None:
         "batch_delete",
         "history",
         "change_log",
+        "user/list",
+        "user/purge",
+        "user/switch",
+        "user/export",
+        "user/export/download",
+        "user/import",
     ):
         assert f"`POST /memory/v1/{route}`" in text

@@ -1,0 +1,65 @@
+"""An engine whose requests are answered elsewhere, one call per request (the caller batches).
+
+The extraction deployment gathers concurrent calls into batches (``@serve.batch``); this adapter
+sends each request on its own, retries those lost to a transient failure (a replica that died or is
+restarting) and turns a request that never got through into an ``EngineError`` for that request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from pydantic import BaseModel
+
+from actors.engines.base import EngineError, StructuredRequest
+
+log = logging.getLogger(__name__)
+
+RemoteCall = Callable[[StructuredRequest], Awaitable[BaseModel | EngineError]]
+
+
+class RemoteEngine:
+    """``Engine`` over a remote call; ``name`` and ``is_llm`` are those of the engine behind it."""
+
+    def __init__(
+        self,
+        call: RemoteCall,
+        *,
+        name: str,
+        is_llm: bool,
+        transient: tuple[type[BaseException], ...],
+        attempts: int,
+        backoff_s: float,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.name = name
+        self.is_llm = is_llm
+        self._call = call
+        self._transient = transient
+        self._attempts = attempts
+        self._backoff_s = backoff_s
+        self._sleep = sleep
+
+    async def generate(self, requests: Sequence[StructuredRequest]) -> list[BaseModel | EngineError]:
+        """One result per request, in order; the requests travel concurrently."""
+        return list(await asyncio.gather(*(self._one(r) for r in requests)))
+
+    async def _one(self, request: StructuredRequest) -> BaseModel | EngineError:
+        delay = self._backoff_s
+        for attempt in range(1, self._attempts + 1):
+            try:
+                return await self._call(request)
+            except self._transient as exc:
+                if attempt == self._attempts:
+                    return EngineError(f"{self.name}: unreachable after {attempt} attempts")
+                log.warning(
+                    "%s: %s on attempt %d, retrying in %.1f s", self.name, type(exc).__name__, attempt, delay
+                )
+                await self._sleep(delay)
+                delay = min(delay * 2, 10.0)
+        return EngineError(f"{self.name}: no attempt made")
+
+    async def close(self) -> None:
+        """Nothing to release here: the remote side owns the engine."""

@@ -1,0 +1,49 @@
+"""Vectors for recall with ``include_archived`` (R1): the active index first, then the cold archive.
+
+Archived memories left the active collection; a recall snapshot asks for them by id, and this
+source answers from the archive objects instead of embedding their content again.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+from sqlalchemy import and_, select
+
+from lifecycle.archive import ColdArchive
+from models.enums import Status
+from storage.metadata import MetadataStore
+from storage.schema import memories
+from storage.vectors import VectorStore
+
+
+class ArchiveBackedVectors:
+    """A recall ``VectorSource``: stored vectors, completed from the archive for archived memories."""
+
+    def __init__(self, vectors: VectorStore, archive: ColdArchive, metadata: MetadataStore) -> None:
+        self._vectors = vectors
+        self._archive = archive
+        self._metadata = metadata
+
+    async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors by memory id; ids found in neither place are left out."""
+        found = await self._vectors.get_vectors(memory_ids)
+        missing = [mid for mid in memory_ids if mid not in found]
+        if not missing:
+            return found
+        owners: dict[str, list[str]] = defaultdict(list)
+        async with self._metadata.transaction(readonly=True) as tx:
+            query = select(memories.c.memory_id, memories.c.user_id).where(
+                and_(memories.c.memory_id.in_(missing), memories.c.status == Status.ARCHIVED.value)
+            )
+            for memory_id, user_id in (await tx.conn.execute(query)).all():
+                owners[user_id].append(memory_id)
+            ciphers = {user_id: await tx.cipher(user_id) for user_id in owners}
+        for user_id, ids in owners.items():
+            for memory_id in ids:
+                item = await self._archive.get(ciphers[user_id], user_id, memory_id)
+                if item is not None:
+                    found[memory_id] = item.vector
+        return found

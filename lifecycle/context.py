@@ -1,0 +1,36 @@
+"""What the lifecycle operations work on: the stores of one shard and the cold archive."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lifecycle.archive import ColdArchive
+from models.domain import Memory
+from models.settings import Settings
+from storage.embedders import Embedder
+from storage.metadata import MetadataStore
+from storage.vectors import VectorStore
+
+
+@dataclass
+class LifecycleStores:
+    """Everything a sweep touches; the same objects the shard's MemoryService uses."""
+
+    settings: Settings
+    metadata: MetadataStore
+    vectors: VectorStore
+    embedder: Embedder
+    archive: ColdArchive
+
+
+async def vectors_for(stores: LifecycleStores, memories: Sequence[Memory]) -> dict[str, np.ndarray]:
+    """The memories' stored vectors; any the index lacks are embedded again from the content."""
+    found = await stores.vectors.get_vectors([m.memory_id for m in memories])
+    missing = [m for m in memories if m.memory_id not in found]
+    if missing:
+        fresh = await stores.embedder.embed([m.content or "" for m in missing])
+        found.update({m.memory_id: fresh[i] for i, m in enumerate(missing)})
+    return found

@@ -1,0 +1,95 @@
+"""Reconcile (L3): metadata is the truth; the vector index, the archive and the counters follow it.
+
+For one user: active and superseded memories must have a vector, nothing else may; archived
+memories must have an archive object, nothing else may; counters must equal the counts of the
+active rows. Drift is repaired (unless ``dry_run``) and counted; the log line holds counts only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping
+
+from actors import capacity
+from actors.records import vector_record
+from lifecycle.archive import ArchivedItem
+from lifecycle.context import LifecycleStores, vectors_for
+from lifecycle.plan import SweepCounts
+from lifecycle.queries import statuses
+from models.enums import Status
+
+log = logging.getLogger(__name__)
+
+INDEXED = (Status.ACTIVE, Status.SUPERSEDED)
+
+
+def expected_counters(active: Mapping[tuple[str, bool], int]) -> dict[str, int]:
+    """Capacity counters implied by active rows counted by (app_id, is_important) (D3)."""
+    counts: Counter[str] = Counter()
+    for (app_id, important), n in active.items():
+        for dimension in capacity.dimensions_for(app_id):
+            counts[dimension] += n
+            if important:
+                counts[capacity.important_dimension(dimension)] += n
+    return dict(counts)
+
+
+def counter_drift(expected: Mapping[str, int], stored: Mapping[str, int]) -> dict[str, int]:
+    """The counters to overwrite, with their right values (absent dimensions count as 0)."""
+    return {
+        dimension: expected.get(dimension, 0)
+        for dimension in sorted(set(expected) | set(stored))
+        if expected.get(dimension, 0) != stored.get(dimension, 0)
+    }
+
+
+async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool = False) -> SweepCounts:
+    """Compare and repair one user's vectors, archive objects and counters; returns what was fixed."""
+    async with stores.metadata.transaction(readonly=True) as tx:
+        state = await statuses(tx.conn, user_id)
+        drift = counter_drift(expected_counters(await tx.count_active(user_id)), await tx.counters(user_id))
+    indexed = {mid for mid, s in state.items() if s in INDEXED}
+    archived = {mid for mid, s in state.items() if s is Status.ARCHIVED}
+    stored = set(await stores.vectors.memory_ids(user_id))
+    objects = await stores.archive.memory_ids(user_id)
+    missing_vectors = sorted(indexed - stored)
+    orphan_vectors = sorted(stored - indexed)
+    missing_objects = sorted(archived - objects)
+    orphan_objects = sorted(objects - archived)
+    counts = SweepCounts(
+        vectors_restored=len(missing_vectors),
+        orphan_vectors_removed=len(orphan_vectors),
+        counters_fixed=len(drift),
+        archive_objects_fixed=len(missing_objects) + len(orphan_objects),
+    )
+    if dry_run or not counts.changes():
+        return counts
+    if drift:
+        async with stores.metadata.transaction() as tx:
+            # Recounted inside the write transaction: the repair writes exact values, not a stale diff.
+            fresh = counter_drift(
+                expected_counters(await tx.count_active(user_id)), await tx.counters(user_id)
+            )
+            await tx.set_counters(user_id, fresh)
+    if orphan_vectors:
+        await stores.vectors.delete(orphan_vectors)
+    if orphan_objects:
+        await stores.archive.delete(user_id, orphan_objects)
+    if missing_vectors or missing_objects:
+        async with stores.metadata.transaction(readonly=True) as tx:
+            found = await tx.get_memories(user_id, missing_vectors + missing_objects)
+            cipher = await tx.cipher(user_id)
+        readable = [m for m in found.values() if m.content is not None]
+        vectors = await vectors_for(stores, readable)
+        upserts = [
+            vector_record(m, vectors[m.memory_id]) for m in readable if m.memory_id in set(missing_vectors)
+        ]
+        if upserts:
+            await stores.vectors.upsert(upserts)
+        for memory in readable:
+            if memory.memory_id in set(missing_objects):
+                item = ArchivedItem(memory.memory_id, memory.content or "", vectors[memory.memory_id])
+                await stores.archive.put(cipher, user_id, item)
+    log.info("reconcile of user %s repaired %s", user_id, counts.as_dict())
+    return counts

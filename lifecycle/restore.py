@@ -1,0 +1,55 @@
+"""RESTORE: an archived memory back to ACTIVE, its vector back from the cold archive (L2, R1).
+
+Runs on the user's mailbox like every other write. The restored memory is admitted like a new one
+(capacity check and eviction, W8) and starts afresh at its type's initial weight: with its old,
+faded weight the next sweep would archive it again at once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from actors.admission import counter_deltas, make_room
+from actors.records import vector_record
+from lifecycle.context import LifecycleStores, vectors_for
+from lifecycle.decay import type_initial_weight
+from models.domain import Memory
+from models.enums import OpSource, OpType, Status
+from models.errors import EngramError, ErrorCode
+
+
+async def restore_memory(
+    stores: LifecycleStores,
+    user_id: str,
+    memory_id: str,
+    now: datetime,
+    *,
+    op_source: OpSource = OpSource.USER,
+) -> Memory:
+    """Bring one ARCHIVED memory back to ACTIVE; 40401 when the user has no such archived memory."""
+    async with stores.metadata.transaction() as tx:
+        memory = await tx.get_memory(user_id, memory_id)
+        if memory is None or memory.status is not Status.ARCHIVED or memory.content is None:
+            raise EngramError(ErrorCode.NOT_FOUND, f"no archived memory {memory_id}")
+        cipher = await tx.cipher(user_id)
+        memory.status = Status.ACTIVE
+        memory.archived_at = None
+        if memory.expire_at is not None and memory.expire_at <= now:
+            memory.expire_at = None  # restoring an expired memory means the caller wants it kept
+        memory.weight = type_initial_weight(memory, stores.settings.weights)
+        memory.weight_at = now
+        memory.updated_at = now
+        evicted = await make_room(tx, stores.settings, memory, now)
+        await tx.save_memory(memory)
+        await tx.add_change(
+            memory, OpType.RESTORE, op_source, "restore from archive", now, content_after=memory.content
+        )
+        await tx.add_to_counters(user_id, counter_deltas([memory], +1))
+        await tx.bump_version(user_id)
+    item = await stores.archive.get(cipher, user_id, memory_id)
+    vector = item.vector if item is not None else (await vectors_for(stores, [memory]))[memory_id]
+    if evicted:
+        await stores.vectors.delete(evicted)
+    await stores.vectors.upsert([vector_record(memory, vector)])
+    await stores.archive.delete(user_id, [memory_id])
+    return memory

@@ -1,0 +1,201 @@
+"""The daily sweeps of one user (L1-L4): decay, archive faded and expired memories, purge.
+
+``Sweeper.sweep_user`` is the unit of work and must run on that user's mailbox (the caller passes
+the mailbox's ``submit``), so it never overlaps the user's other writes. Crash safety follows
+DESIGN decision 3: archive objects are written before the metadata commit that archives their
+memory, vectors and objects are removed after the commit that drops their memory, and every
+metadata write is conditioned on the state it was decided from. An interrupted run therefore leaves
+at most a spare object or vector, which reconcile removes, and a rerun does nothing twice.
+Switches (P1) are not consulted: lifecycle keeps running for switched-off users (L4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
+from typing import TypeVar
+
+from actors.admission import counter_deltas
+from lifecycle.archive import ArchivedItem
+from lifecycle.context import LifecycleStores, vectors_for
+from lifecycle.plan import Action, SweepCounts, Verdict, count, decide
+from lifecycle.queries import archive_active, delete_rows, sanitize_changes, store_weights, sweep_rows
+from lifecycle.reconcile import reconcile_user
+from models.domain import Memory
+from models.enums import OpSource, OpType, Status
+from storage.metadata import MetadataTx
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Submit = Callable[[str, Callable[[], Awaitable[T]]], Awaitable[T]]
+
+_ARCHIVE = (Action.ARCHIVE_FADED, Action.ARCHIVE_EXPIRED)
+_REASONS = {
+    Action.ARCHIVE_FADED: "lifecycle: weight decayed below the archive threshold",
+    Action.ARCHIVE_EXPIRED: "lifecycle: expire_at passed",
+    Action.PURGE_ARCHIVED: "lifecycle: archived past retention",
+    Action.PURGE_DELETED: "lifecycle: deleted past retention",
+}
+
+
+class Sweeper:
+    """Runs the sweeps of one user at a time; ``reconcile`` runs after them when configured."""
+
+    def __init__(self, stores: LifecycleStores) -> None:
+        self.stores = stores
+
+    async def sweep_user(self, user_id: str, now: datetime, *, dry_run: bool = False) -> SweepCounts:
+        """Decay, archive, expire and purge one user's memories as of ``now``; returns the counts."""
+        stores = self.stores
+        async with stores.metadata.transaction(readonly=True) as tx:
+            rows = await sweep_rows(tx.conn, user_id)
+        verdicts = {r.memory_id: decide(r, now, stores.settings) for r in rows}
+        counts = SweepCounts(users=1)
+        for verdict in verdicts.values():
+            count(counts, verdict.action)
+        if not dry_run and any(v.action is not Action.KEEP for v in verdicts.values()):
+            counts.sanitized_changes = await self._apply(user_id, verdicts, now)
+        if stores.settings.lifecycle.reconcile:
+            counts.add(await reconcile_user(stores, user_id, dry_run=dry_run))
+        return counts
+
+    async def _apply(self, user_id: str, verdicts: dict[str, Verdict], now: datetime) -> int:
+        stores = self.stores
+        archive_ids = [mid for mid, v in verdicts.items() if v.action in _ARCHIVE]
+        if archive_ids:
+            await self._store_in_archive(user_id, archive_ids)
+        purged: dict[Action, list[str]] = {Action.PURGE_ARCHIVED: [], Action.PURGE_DELETED: []}
+        async with stores.metadata.transaction() as tx:
+            await store_weights(
+                tx.conn,
+                user_id,
+                {
+                    mid: v.weight
+                    for mid, v in verdicts.items()
+                    if v.action is Action.DECAY and v.weight is not None
+                },
+                now,
+            )
+            if archive_ids:
+                await self._archive(tx, user_id, {mid: verdicts[mid] for mid in archive_ids}, now)
+            for action, status in (
+                (Action.PURGE_ARCHIVED, Status.ARCHIVED),
+                (Action.PURGE_DELETED, Status.DELETED),
+            ):
+                purged[action] = await self._purge(
+                    tx,
+                    user_id,
+                    [mid for mid, v in verdicts.items() if v.action is action],
+                    status,
+                    action,
+                    now,
+                )
+            sanitized = await sanitize_changes(
+                tx.conn, user_id, purged[Action.PURGE_ARCHIVED] + purged[Action.PURGE_DELETED]
+            )
+            if archive_ids or any(purged.values()):
+                await tx.bump_version(user_id)
+        gone = archive_ids + purged[Action.PURGE_ARCHIVED] + purged[Action.PURGE_DELETED]
+        if gone:
+            await stores.vectors.delete(gone)
+        await stores.archive.delete(user_id, purged[Action.PURGE_ARCHIVED])
+        return sanitized
+
+    async def _store_in_archive(self, user_id: str, memory_ids: list[str]) -> None:
+        async with self.stores.metadata.transaction(readonly=True) as tx:
+            memories = [
+                m for m in (await tx.get_memories(user_id, memory_ids)).values() if m.content is not None
+            ]
+            cipher = await tx.cipher(user_id)
+        vectors = await vectors_for(self.stores, memories)
+        for memory in memories:
+            item = ArchivedItem(memory.memory_id, memory.content or "", vectors[memory.memory_id])
+            await self.stores.archive.put(cipher, user_id, item)
+
+    async def _archive(
+        self, tx: MetadataTx, user_id: str, verdicts: dict[str, Verdict], now: datetime
+    ) -> None:
+        found = await tx.get_memories(user_id, list(verdicts))
+        moved: list[Memory] = []
+        for memory_id, verdict in verdicts.items():
+            memory = found.get(memory_id)
+            if memory is None or not await archive_active(tx.conn, user_id, memory_id, verdict.weight, now):
+                continue
+            await tx.add_change(memory, OpType.ARCHIVE, OpSource.SYSTEM, _REASONS[verdict.action], now)
+            moved.append(memory)
+        await tx.add_to_counters(user_id, counter_deltas(moved, -1))
+
+    async def _purge(
+        self,
+        tx: MetadataTx,
+        user_id: str,
+        memory_ids: list[str],
+        status: Status,
+        action: Action,
+        now: datetime,
+    ) -> list[str]:
+        if not memory_ids:
+            return []
+        found = await tx.get_memories(user_id, memory_ids)
+        doomed = [m for m in found.values() if m.status is status]
+        if not doomed:
+            return []
+        await delete_rows(tx.conn, user_id, [m.memory_id for m in doomed], status)
+        for memory in doomed:
+            await tx.add_change(memory, OpType.PURGE, OpSource.SYSTEM, _REASONS[action], now)
+        return [m.memory_id for m in doomed]
+
+
+async def sweep_users(
+    sweeper: Sweeper,
+    user_ids: Iterable[str],
+    now: datetime,
+    submit: Submit[SweepCounts],
+    *,
+    dry_run: bool = False,
+    concurrency: int = 4,
+    gate: asyncio.Semaphore | None = None,
+    attempts: int = 3,
+    retry_delay_s: float = 1.0,
+) -> SweepCounts:
+    """Sweep many users, each on its own mailbox via ``submit``; a failing user is counted, not fatal.
+
+    ``gate`` bounds the users in flight across every call that shares it (a shard serving several
+    job tasks at once); without it, ``concurrency`` bounds this call alone. A failed user is tried
+    again (the sweep is idempotent) up to ``attempts`` times: SQLite refuses a writer that waited
+    past its busy timeout, which a loaded machine can reach.
+    """
+    total = SweepCounts()
+    gate = gate or asyncio.Semaphore(concurrency)
+
+    async def one(user_id: str) -> None:
+        for attempt in range(1, attempts + 1):
+            async with gate:
+                try:
+                    total.add(
+                        await submit(user_id, lambda: sweeper.sweep_user(user_id, now, dry_run=dry_run))
+                    )
+                    return
+                except Exception as exc:  # one user's failure must not stop everyone else's sweep
+                    failure = type(exc).__name__
+            log.warning("lifecycle sweep of user %s failed (attempt %d): %s", user_id, attempt, failure)
+            if attempt < attempts:
+                await asyncio.sleep(retry_delay_s * attempt)
+        total.failed_users += 1
+        total.failures.append(f"{user_id}: {failure}")
+
+    # A TaskGroup, not gather: if the process is being torn down (a BaseException), the other
+    # users' sweeps are cancelled with it instead of running on unobserved.
+    async with asyncio.TaskGroup() as group:
+        for user_id in user_ids:
+            group.create_task(one(user_id))
+    return total
+
+
+async def run_inline(user_id: str, work: Callable[[], Awaitable[T]]) -> T:
+    """A ``Submit`` that runs the work at once: only where nothing else writes (tests, offline tools)."""
+    del user_id
+    return await work()

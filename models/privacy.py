@@ -1,0 +1,117 @@
+"""Answers of the privacy routes (SPEC C7, P1, P2) and the export line format.
+
+The requests (``UserListRequest`` ...) live with the rest of the contract in ``models.api``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.api import MemoryView
+from models.enums import Level, MemType, OpSource, OpType, Ownership, Status
+from models.ids import Identifier, MemoryId
+
+
+class UserListPage(BaseModel):
+    """A page of a user's memories, oldest first, with the cursor of the next page (None at the end)."""
+
+    memories: list[MemoryView]
+    next_cursor: str | None
+
+
+class PurgeResult(BaseModel):
+    """How many memories left recall at once; ``shredded`` when the user's data key was destroyed."""
+
+    purged: int
+    shredded: bool
+
+
+class SwitchState(BaseModel):
+    """A user's switches: the global one and each app's that was ever set (absent means on)."""
+
+    user_id: str
+    enabled: bool
+    apps: dict[str, bool] = Field(default_factory=dict)
+
+
+class ImportResult(BaseModel):
+    """What an import did, line by line."""
+
+    added: int = 0
+    overwritten: int = 0
+    skipped: int = 0
+    reembedded: int = 0
+
+
+class ExportDownloadRequest(BaseModel):
+    """``user/export/download``: the JSON Lines file of a finished export task, streamed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user_id: Identifier
+    task_id: MemoryId
+
+
+class MemoryAppsRequest(BaseModel):
+    """Which app each of a user's memories belongs to (tenancy checks of the memory-id routes)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user_id: Identifier
+    memory_ids: list[MemoryId] = Field(max_length=1000)
+
+
+class ExportedChange(BaseModel):
+    """One change-log entry of an exported memory (D2)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op_type: OpType
+    op_source: OpSource
+    op_time: datetime
+    reason: str = Field(max_length=4000)
+    content_before: str | None = None
+    content_after: str | None = None
+    sanitized: bool = False
+
+
+class ExportedMemory(BaseModel):
+    """One line of an export file: a memory with all its metadata, its vector and its change log."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: int = 1
+    memory_id: MemoryId
+    user_id: Identifier
+    app_id: Identifier | None
+    session_id: Identifier | None
+    level: Level
+    ownership: Ownership
+    mem_type: MemType
+    content: str = Field(min_length=1, max_length=16_000)
+    weight: float = Field(ge=0, le=1)
+    weight_at: datetime
+    status: Status
+    is_important: bool
+    recall_count: int = Field(ge=0)
+    created_at: datetime
+    updated_at: datetime
+    last_recalled_at: datetime | None
+    expire_at: datetime | None
+    archived_at: datetime | None
+    deleted_at: datetime | None
+    source_session_id: Identifier | None
+    source_msg_id: Identifier | None
+    custom_tags: list[str] = Field(max_length=64)
+    entities: list[str] = Field(max_length=256)
+    embedding_model: str = Field(max_length=128)
+    valid_at: datetime
+    invalid_at: datetime | None
+    superseded_by: MemoryId | None
+    confidence: float
+    source_type: str = Field(max_length=32)
+    # float32 little-endian, base64; None when the vector store held none (it is then re-embedded).
+    vector: str | None
+    changes: list[ExportedChange] = Field(default_factory=list, max_length=10_000)

@@ -1,0 +1,303 @@
+"""Authentication and tenancy (SPEC P4): API keys from config, each bound to the apps it may use.
+
+A key is sent as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``. Without a valid key a
+request gets 40101; a request for an app its key is not bound to, for the user's global memories
+without ``global_scope``, or for a privacy route (``user/*``) without the admin role gets 40303.
+With no key configured auth is off, and the service then only listens on the loopback address.
+
+The rules (``authorize``) are a pure function of the key and the request body; ``AuthGuard`` is
+the ASGI layer that applies them before a route sees the request.
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from models.errors import EngramError, ErrorCode
+from models.settings import AuthSettings
+
+log = logging.getLogger(__name__)
+
+ANY_APP = "*"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+ADMIN_PREFIX = "user/"
+# Routes whose target is named by memory ids: the memories' apps decide.
+MEMORY_ROUTES = frozenset({"update", "delete", "history", "restore"})
+# Open to every valid key: a task id is an unguessable capability handed to the caller who wrote it.
+OPEN_ROUTES = frozenset({"task"})
+APP_ROUTES = frozenset({"add", "add_structured", "session/close"})
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: a key's name and what it may reach."""
+
+    name: str
+    app_ids: frozenset[str]
+    global_scope: bool
+    admin: bool
+
+    def may_use_app(self, app_id: str) -> bool:
+        """True when the key is bound to ``app_id`` ("" = the user's global memories)."""
+        if self.admin:
+            return True
+        if not app_id:
+            return self.global_scope
+        return ANY_APP in self.app_ids or app_id in self.app_ids
+
+    @property
+    def all_apps(self) -> bool:
+        """True when the key reaches every app."""
+        return self.admin or (ANY_APP in self.app_ids and self.global_scope)
+
+
+OPEN = Principal(name="auth-off", app_ids=frozenset({ANY_APP}), global_scope=True, admin=True)
+"""The principal of every request while auth is off."""
+
+
+class Authenticator:
+    """Checks presented keys against the configured ones in constant time."""
+
+    def __init__(self, settings: AuthSettings) -> None:
+        self._keys = [
+            (
+                k.key.get_secret_value().encode(),
+                Principal(k.name, frozenset(k.app_ids), k.global_scope, k.admin),
+            )
+            for k in settings.api_keys
+        ]
+
+    @property
+    def enabled(self) -> bool:
+        """True when at least one key is configured."""
+        return bool(self._keys)
+
+    def authenticate(self, presented: str | None) -> Principal:
+        """The key's principal; 40101 when it is missing or matches no key."""
+        if not self.enabled:
+            return OPEN
+        if not presented:
+            raise EngramError(ErrorCode.UNAUTHENTICATED, "an API key is required")
+        given = presented.encode()
+        found: Principal | None = None
+        for secret, principal in self._keys:
+            # Every key is compared, so the time taken does not tell which one came close.
+            if hmac.compare_digest(secret, given):
+                found = principal
+        if found is None:
+            raise EngramError(ErrorCode.UNAUTHENTICATED, "the API key is not valid")
+        return found
+
+
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The key a request carries (``Authorization: Bearer`` or ``X-API-Key``), if any."""
+    bearer = headers.get("authorization", "")
+    if bearer[:7].lower() == "bearer ":
+        return bearer[7:].strip() or None
+    return headers.get("x-api-key") or None
+
+
+# --- the rules (pure) ---------------------------------------------------------------------------
+
+
+def _forbid(message: str) -> EngramError:
+    return EngramError(ErrorCode.FORBIDDEN, message)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def memory_ids_of(route: str, body: Mapping[str, Any]) -> list[str]:
+    """The memory ids a route acts on (their apps are looked up before ``authorize``)."""
+    if route in MEMORY_ROUTES:
+        return [_text(body.get("memory_id"))]
+    if route == "batch_delete":
+        ids = body.get("memory_ids")
+        return [_text(i) for i in ids] if isinstance(ids, list) else []
+    return []
+
+
+def authorize(
+    principal: Principal, route: str, body: Mapping[str, Any], memory_apps: Mapping[str, str]
+) -> None:
+    """40303 unless ``principal`` may call ``route`` with ``body``; ``memory_apps``: app of each memory id."""
+    if principal.admin:
+        return
+    if route.startswith(ADMIN_PREFIX):
+        raise _forbid("this route needs an admin key")
+    if route in OPEN_ROUTES:
+        return
+    if route in APP_ROUTES:
+        app_id = _text(body.get("app_id"))
+        if app_id and not principal.may_use_app(app_id):
+            raise _forbid("this key is not bound to that app")
+        # A GLOBAL memory (or one without app) belongs to the user's global memories.
+        if (not app_id or body.get("level") == "GLOBAL") and not principal.may_use_app(""):
+            raise _forbid("this key may not use the user's global memories")
+        return
+    if route == "recall":
+        scope = body.get("scope") or {}
+        scope = scope if isinstance(scope, Mapping) else {}
+        app_id = _text(scope.get("app_id"))
+        if app_id and not principal.may_use_app(app_id):
+            raise _forbid("this key is not bound to that app")
+        if scope.get("include_global", True) is not False and not principal.may_use_app(""):
+            raise _forbid("this key may not use the user's global memories")
+        return
+    if route == "change_log":
+        app_id = _text(body.get("app_id"))
+        if app_id and principal.may_use_app(app_id):
+            return
+        if not app_id and principal.all_apps:
+            return
+        raise _forbid("this key may only read the change log of its own apps")
+    if route in MEMORY_ROUTES or route == "batch_delete":
+        for memory_id in memory_ids_of(route, body):
+            owner_app = memory_apps.get(memory_id)
+            # Unknown ids pass: the route answers 40401 / not_found for them, revealing nothing.
+            if owner_app is not None and not principal.may_use_app(owner_app):
+                raise _forbid("this key is not bound to the app of that memory")
+        return
+    raise _forbid("this route needs an admin key")
+
+
+# --- the ASGI layer -----------------------------------------------------------------------------
+
+MemoryAppsLookup = Callable[[str, Sequence[str]], Awaitable[Mapping[str, str]]]
+
+
+class AuthGuard:
+    """Authenticates and authorizes every request under ``prefix`` before its route runs."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        prefix: str,
+        authenticator: Callable[[], Authenticator],
+        memory_apps: Callable[[], MemoryAppsLookup],
+    ) -> None:
+        self.app = app
+        self.prefix = prefix.rstrip("/") + "/"
+        self.authenticator = authenticator
+        self.memory_apps = memory_apps
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", "")) if scope["type"] == "http" else ""
+        auth = self.authenticator() if path.startswith(self.prefix) else None
+        if auth is None or not auth.enabled:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        route = path[len(self.prefix) :]
+        try:
+            principal = auth.authenticate(presented_key(headers))
+            body, replay = await _buffer(receive)
+            if not principal.admin:
+                await self._authorize(principal, route, body)
+        except EngramError as exc:
+            # Names the key, never the body: ids and counts only in logs (P3).
+            log.info("refused %s with %d (key %s)", route, exc.code.value, _key_name(auth, headers))
+            await _refuse(exc, scope, receive, send)
+            return
+        await self.app(scope, replay, send)
+
+    async def _authorize(self, principal: Principal, route: str, raw: bytes) -> None:
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        ids = memory_ids_of(route, body)
+        apps: Mapping[str, str] = {}
+        user_id = body.get("user_id")
+        if ids and isinstance(user_id, str | int):
+            try:
+                apps = await self.memory_apps()(str(user_id), ids)
+            except EngramError as exc:
+                if exc.code is not ErrorCode.BAD_PARAMETER:
+                    raise
+                # A malformed id or user: the route itself answers 40001.
+        authorize(principal, route, body, apps)
+
+
+async def _buffer(receive: Receive) -> tuple[bytes, Receive]:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
+
+
+async def _refuse(exc: EngramError, scope: Scope, receive: Receive, send: Send) -> None:
+    from serve.http_app import envelope  # imported late: http_app installs this middleware
+
+    await envelope(exc.code, exc.message, uuid.uuid4().hex)(scope, receive, send)
+
+
+def _key_name(auth: Authenticator, headers: Mapping[str, str]) -> str:
+    try:
+        return auth.authenticate(presented_key(headers)).name
+    except EngramError:
+        return "-"
+
+
+# --- the process's authenticator (installed by the ingress replica) ----------------------------
+
+_installed: list[Authenticator] = []
+
+
+def install(authenticator: Authenticator) -> None:
+    """Make ``authenticator`` the one this process's routes use."""
+    _installed[:] = [authenticator]
+
+
+def current() -> Authenticator:
+    """The installed authenticator; auth is off until one is installed."""
+    # Through the module registry: Serve ships the FastAPI app into the replica by value.
+    state = importlib.import_module(__name__)
+    installed: list[Authenticator] = state._installed
+    return installed[0] if installed else Authenticator(AuthSettings())
+
+
+AUTH_OFF_WARNING = (
+    "AUTHENTICATION IS OFF: no API keys are configured (auth.api_keys); anyone who can reach this "
+    "service can read and change every user's memories. Listening on loopback only."
+)
+
+
+def startup_notice(settings: AuthSettings, host: str) -> str | None:
+    """Why the service must not start on ``host`` (None when it may), logging loudly when auth is off."""
+    if settings.api_keys:
+        log.info("authentication is on: %d API keys configured", len(settings.api_keys))
+        return None
+    log.warning(AUTH_OFF_WARNING)
+    if host not in LOOPBACK_HOSTS:
+        return (
+            f"refusing to listen on {host}: authentication is off (no auth.api_keys configured); "
+            "configure API keys or listen on 127.0.0.1"
+        )
+    return None

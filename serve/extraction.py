@@ -1,0 +1,83 @@
+"""The extraction deployment: the engine layer behind ``@serve.batch`` (DESIGN decision 7).
+
+Shards send every extraction and evolution request here one at a time; the replica gathers the
+requests that arrive within ``engine.batch_wait_ms`` (up to ``engine.batch_max_size``) into one
+engine call, which is what lets vLLM decode many prompts together on a GPU. A request lost with a
+dying replica is retried by the shard (``RemoteEngine``), so an accepted write still finishes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel
+from ray import serve
+from ray.exceptions import RayActorError
+from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
+
+from actors.engines.base import Engine, EngineError, StructuredRequest
+from actors.engines.factory import engine_from_settings
+from actors.engines.remote import RemoteEngine
+from models.settings import Settings
+from serve.settings_update import apply_overrides
+
+DEPLOYMENT_NAME = "Extraction"
+# What a replica dying or restarting looks like from a caller; anything else is a real failure.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    RayActorError,
+    BackPressureError,
+    DeploymentUnavailableError,
+    ReplicaUnavailableError,
+)
+
+
+@serve.deployment(name=DEPLOYMENT_NAME)
+class ExtractionDeployment:
+    """One engine per replica; concurrent requests are answered in batches."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._engine: Engine | None = None
+        self._batch_sizes: Counter[int] = Counter()
+        self._apply_batching()
+
+    def _apply_batching(self) -> None:
+        engine = self.settings.engine
+        self.generate.set_max_batch_size(engine.batch_max_size)  # type: ignore[attr-defined]
+        self.generate.set_batch_wait_timeout_s(engine.batch_wait_ms / 1000)  # type: ignore[attr-defined]
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.02)
+    async def generate(self, requests: list[StructuredRequest]) -> list[BaseModel | EngineError]:
+        """One result per request; Serve hands this method whole batches."""
+        if self._engine is None:
+            # Created on the replica's own event loop (DESIGN, Ray facts).
+            self._engine = engine_from_settings(self.settings.engine)
+        self._batch_sizes[len(requests)] += 1
+        return await self._engine.generate(requests)
+
+    def batch_sizes(self) -> dict[int, int]:
+        """How many batches of each size this replica has run (counts only)."""
+        return dict(self._batch_sizes)
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        """Serve ``user_config``: run-time settings (O1); the engine section needs a redeploy."""
+        apply_overrides(self.settings, config)
+
+
+def extraction_engine(settings: Settings) -> RemoteEngine:
+    """An engine whose requests go to this app's extraction deployment."""
+    handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=settings.serve.app_name)
+
+    async def call(request: StructuredRequest) -> BaseModel | EngineError:
+        result: BaseModel | EngineError = await handle.generate.remote(request)
+        return result
+
+    return RemoteEngine(
+        call,
+        name=f"{settings.engine.name}@{DEPLOYMENT_NAME}",
+        is_llm=settings.engine.name != "rules",
+        transient=TRANSIENT_ERRORS,
+        attempts=settings.engine.remote_attempts,
+        backoff_s=0.5,
+    )

@@ -1,0 +1,259 @@
+"""Metadata queries of the privacy routes (SPEC P1, P2): switches, listing, purge marks, export pages.
+
+Plain functions over a ``MetadataTx`` so that they join the caller's transaction. Every query is
+bound to one user_id; values only ever reach SQL as bound parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import ColumnElement
+
+from models.domain import ChangeLogEntry, Memory
+from models.enums import Level, MemType, OpSource, OpType, Status, TaskStatus
+from storage.metadata import MetadataTx
+from storage.schema import capacity_counters, change_log, memories, switches, write_tasks
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """A dimension of one user's memories: any field left None matches everything."""
+
+    user_id: str
+    app_id: str | None = None
+    level: Level | None = None
+    mem_type: MemType | None = None
+    statuses: tuple[Status, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeRow:
+    """What a purge needs of a memory: no content."""
+
+    memory_id: str
+    app_id: str
+    status: Status
+    is_important: bool
+
+
+def _conditions(flt: MemoryFilter) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [memories.c.user_id == flt.user_id]
+    if flt.app_id is not None:
+        conditions.append(memories.c.app_id == flt.app_id)
+    if flt.level is not None:
+        conditions.append(memories.c.level == flt.level.value)
+    if flt.mem_type is not None:
+        conditions.append(memories.c.mem_type == flt.mem_type.value)
+    if flt.statuses is not None:
+        conditions.append(memories.c.status.in_([s.value for s in flt.statuses]))
+    return conditions
+
+
+# --- switches (P1, D4) ------------------------------------------------------------------------
+
+
+async def get_switches(tx: MetadataTx, user_id: str) -> dict[str, bool]:
+    """The user's switches by app_id ("" is the global switch); absent means on."""
+    return await read_switches(tx.conn, user_id)
+
+
+async def read_switches(conn: AsyncConnection, user_id: str) -> dict[str, bool]:
+    """``get_switches`` on a bare connection (the ingress reads switches without a key ring)."""
+    query = select(switches.c.app_id, switches.c.enabled).where(switches.c.user_id == user_id)
+    return {app: bool(enabled) for app, enabled in (await conn.execute(query)).all()}
+
+
+async def set_switch(tx: MetadataTx, user_id: str, app_id: str, enabled: bool, at: datetime) -> None:
+    """Turn the user's global switch (app_id "") or one app's switch on or off."""
+    values = {"user_id": user_id, "app_id": app_id, "enabled": enabled, "updated_at": at}
+    dialect = postgresql if tx.conn.dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(switches).values(**values)
+    await tx.conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=["user_id", "app_id"], set_={"enabled": enabled, "updated_at": at}
+        )
+    )
+
+
+# --- listing and export pages ---------------------------------------------------------------
+
+
+async def memory_page(
+    tx: MetadataTx, flt: MemoryFilter, *, after: tuple[datetime, str] | None, limit: int
+) -> list[Memory]:
+    """One page of the user's memories in (created_at, memory_id) order, starting after ``after``."""
+    conditions = _conditions(flt)
+    if after is not None:
+        created_at, memory_id = after
+        conditions.append(
+            or_(
+                memories.c.created_at > created_at,
+                and_(memories.c.created_at == created_at, memories.c.memory_id > memory_id),
+            )
+        )
+    query = (
+        select(memories)
+        .where(and_(*conditions))
+        .order_by(memories.c.created_at, memories.c.memory_id)
+        .limit(limit)
+    )
+    return await tx.load_memories(flt.user_id, query)
+
+
+async def changes_of(tx: MetadataTx, user_id: str, memory_ids: Sequence[str]) -> list[ChangeLogEntry]:
+    """Every change-log entry of these memories of the user, oldest first."""
+    if not memory_ids:
+        return []
+    query = (
+        select(change_log)
+        .where(and_(change_log.c.user_id == user_id, change_log.c.memory_id.in_(list(memory_ids))))
+        .order_by(change_log.c.change_id)
+    )
+    return await tx.load_changes(user_id, query)
+
+
+async def owners_of(tx: MetadataTx, memory_ids: Sequence[str]) -> dict[str, str]:
+    """The user owning each of these memory ids, of every user (import uses it to avoid collisions)."""
+    if not memory_ids:
+        return {}
+    query = select(memories.c.memory_id, memories.c.user_id).where(memories.c.memory_id.in_(list(memory_ids)))
+    return dict((await tx.conn.execute(query)).all())
+
+
+async def memory_apps(tx: MetadataTx, user_id: str, memory_ids: Sequence[str]) -> dict[str, str]:
+    """The app_id ("" = global) of each of the user's memories among ``memory_ids``."""
+    if not memory_ids:
+        return {}
+    query = select(memories.c.memory_id, memories.c.app_id).where(
+        and_(memories.c.user_id == user_id, memories.c.memory_id.in_(list(memory_ids)))
+    )
+    return dict((await tx.conn.execute(query)).all())
+
+
+async def task_ids(tx: MetadataTx, user_id: str, kind: str) -> list[str]:
+    """Ids of the user's write tasks of one kind (exports, for purge to remove their files)."""
+    query = select(write_tasks.c.task_id).where(
+        and_(write_tasks.c.user_id == user_id, write_tasks.c.kind == kind)
+    )
+    return [row[0] for row in (await tx.conn.execute(query)).all()]
+
+
+async def insert_change(tx: MetadataTx, entry: ChangeLogEntry) -> None:
+    """Append an existing change-log entry as it was (import); a fresh change_id is assigned."""
+    cipher = await tx.cipher(entry.user_id)
+    await tx.conn.execute(
+        change_log.insert().values(
+            memory_id=entry.memory_id,
+            user_id=entry.user_id,
+            app_id=entry.app_id,
+            op_type=entry.op_type.value,
+            op_source=entry.op_source.value,
+            op_time=entry.op_time,
+            reason=entry.reason,
+            content_before=None if entry.content_before is None else cipher.encrypt(entry.content_before),
+            content_after=None if entry.content_after is None else cipher.encrypt(entry.content_after),
+            sanitized=entry.sanitized,
+        )
+    )
+
+
+async def delete_changes(tx: MetadataTx, user_id: str, memory_ids: Sequence[str]) -> None:
+    """Drop the change log of these memories (an overwriting import replaces it with the imported one)."""
+    if memory_ids:
+        await tx.conn.execute(
+            delete(change_log).where(
+                and_(change_log.c.user_id == user_id, change_log.c.memory_id.in_(list(memory_ids)))
+            )
+        )
+
+
+# --- purge (P2) -------------------------------------------------------------------------------
+
+
+async def purge_rows(tx: MetadataTx, flt: MemoryFilter) -> list[PurgeRow]:
+    """The memories a purge of this dimension takes: every one not already deleted."""
+    conditions = [*_conditions(flt), memories.c.status != Status.DELETED.value]
+    query = select(memories.c.memory_id, memories.c.app_id, memories.c.status, memories.c.is_important).where(
+        and_(*conditions)
+    )
+    return [
+        PurgeRow(memory_id=r[0], app_id=r[1], status=Status(r[2]), is_important=bool(r[3]))
+        for r in (await tx.conn.execute(query)).all()
+    ]
+
+
+async def mark_purged(
+    tx: MetadataTx, user_id: str, memory_ids: Sequence[str], at: datetime, reason: str
+) -> None:
+    """Soft-delete for good: status DELETED at ``at``, content and plaintext tags wiped, history sanitized.
+
+    The lifecycle sweep finds these rows by (status DELETED, deleted_at) and removes them physically;
+    until then nothing of their content is left to read, whatever happens to the data key.
+    """
+    ids = list(memory_ids)
+    if not ids:
+        return
+    await tx.conn.execute(
+        update(memories)
+        .where(and_(memories.c.user_id == user_id, memories.c.memory_id.in_(ids)))
+        .values(
+            status=Status.DELETED.value,
+            deleted_at=at,
+            updated_at=at,
+            content=b"",
+            custom_tags=[],
+            entities=[],
+        )
+    )
+    await tx.conn.execute(
+        update(change_log)
+        .where(and_(change_log.c.user_id == user_id, change_log.c.memory_id.in_(ids)))
+        .values(content_before=None, content_after=None, sanitized=True)
+    )
+    rows: list[dict[str, Any]] = [
+        {
+            "memory_id": memory_id,
+            "user_id": user_id,
+            "app_id": app_id,
+            "op_type": OpType.PURGE.value,
+            "op_source": OpSource.ADMIN.value,
+            "op_time": at,
+            "reason": reason,
+            "content_before": None,
+            "content_after": None,
+            "sanitized": True,
+        }
+        for memory_id, app_id in (
+            await tx.conn.execute(
+                select(memories.c.memory_id, memories.c.app_id).where(
+                    and_(memories.c.user_id == user_id, memories.c.memory_id.in_(ids))
+                )
+            )
+        ).all()
+    ]
+    await tx.conn.execute(change_log.insert(), rows)
+
+
+async def forget_tasks(tx: MetadataTx, user_id: str, at: datetime) -> None:
+    """A full purge: finished write tasks (their payloads hold content) go, unfinished ones fail."""
+    finished = (TaskStatus.DONE.value, TaskStatus.FAILED.value)
+    await tx.conn.execute(
+        delete(write_tasks).where(and_(write_tasks.c.user_id == user_id, write_tasks.c.status.in_(finished)))
+    )
+    await tx.conn.execute(
+        update(write_tasks)
+        .where(and_(write_tasks.c.user_id == user_id, write_tasks.c.status.notin_(finished)))
+        .values(status=TaskStatus.FAILED.value, payload=b"", result=None, error="purged", updated_at=at)
+    )
+
+
+async def drop_counters(tx: MetadataTx, user_id: str) -> None:
+    """Remove the user's counter rows (nothing of theirs is active any more)."""
+    await tx.conn.execute(delete(capacity_counters).where(capacity_counters.c.user_id == user_id))

@@ -1,0 +1,82 @@
+"""Reconcile (L3) over real stores: a removed vector, an orphan vector and a wrong counter."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from actors.memory_service import MemoryService
+from actors.records import vector_record
+from lifecycle.archive import ArchivedItem, ColdArchive, LocalDirObjectStore
+from lifecycle.context import LifecycleStores
+from lifecycle.reconcile import reconcile_user
+from models.api import AddStructuredRequest
+from models.enums import MemType, Ownership
+from models.ids import new_id
+from models.settings import Settings
+from storage.stores import Stores
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def lifecycle(settings: Settings, stores: Stores, tmp_path: Path) -> LifecycleStores:
+    archive = ColdArchive(LocalDirObjectStore(tmp_path / "archive"))
+    return LifecycleStores(settings, stores.metadata, stores.vectors, stores.embedder, archive)
+
+
+async def add(service: MemoryService, content: str, user_id: str = "u1") -> str:
+    request = AddStructuredRequest(
+        user_id=user_id, ownership=Ownership.USER, mem_type=MemType.SEMANTIC, content=content, sync=True
+    )
+    return (await service.add_structured(request)).memory_id
+
+
+async def test_reconcile_repairs_a_removed_vector_an_orphan_vector_and_a_wrong_counter(
+    service: MemoryService, stores: Stores, lifecycle: LifecycleStores
+) -> None:
+    kept = await add(service, "Runs marathons")
+    lost = await add(service, "Reads science fiction")
+    other_user = await add(service, "Grows tomatoes", user_id="u2")
+    [original] = (await stores.vectors.get_vectors([lost])).values()
+    async with stores.metadata.transaction(readonly=True) as tx:
+        [memory] = (await tx.get_memories("u1", [kept])).values()
+    # The drift: a vector removed behind the metadata's back, a vector with no memory, a bad counter.
+    await stores.vectors.delete([lost])
+    orphan = new_id()
+    stray = np.random.default_rng(1).standard_normal(stores.embedder.dim).astype(np.float32)
+    await stores.vectors.upsert([replace(vector_record(memory, stray), memory_id=orphan)])
+    async with stores.metadata.transaction() as tx:
+        await tx.set_counters("u1", {"total": 7, "app:ghost": 3})
+
+    report = await reconcile_user(lifecycle, "u1", dry_run=True)
+    assert (report.vectors_restored, report.orphan_vectors_removed, report.counters_fixed) == (1, 1, 2)
+    assert set(await stores.vectors.memory_ids("u1")) == {kept, orphan}  # a dry run repairs nothing
+
+    report = await reconcile_user(lifecycle, "u1")
+    assert (report.vectors_restored, report.orphan_vectors_removed, report.counters_fixed) == (1, 1, 2)
+    assert set(await stores.vectors.memory_ids("u1")) == {kept, lost}
+    [restored] = (await stores.vectors.get_vectors([lost])).values()
+    assert float(np.dot(restored, original) / np.linalg.norm(restored) / np.linalg.norm(original)) > 0.999
+    async with stores.metadata.transaction(readonly=True) as tx:
+        assert {k: v for k, v in (await tx.counters("u1")).items() if v} == {"global": 2, "total": 2}
+    # Another user's vectors are never touched, and a second pass finds nothing left to fix.
+    assert await stores.vectors.memory_ids("u2") == [other_user]
+    assert (await reconcile_user(lifecycle, "u1")).changes() == 0
+
+
+async def test_reconcile_repairs_archive_objects(
+    service: MemoryService, stores: Stores, lifecycle: LifecycleStores
+) -> None:
+    mid = await add(service, "Visited Iceland")
+    async with stores.metadata.transaction() as tx:
+        cipher = await tx.cipher("u1")
+    stray = ArchivedItem(new_id(), "nothing", np.zeros(stores.embedder.dim, dtype=np.float32))
+    await lifecycle.archive.put(cipher, "u1", stray)
+    report = await reconcile_user(lifecycle, "u1")
+    assert report.archive_objects_fixed == 1
+    assert await lifecycle.archive.memory_ids("u1") == set()
+    assert mid in await stores.vectors.memory_ids("u1")

@@ -1,0 +1,207 @@
+"""``session/close`` (L6, C8) over real stores: promotion with capacity check, drop, continuity."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from actors.memory_service import MemoryService
+from actors.session_close import SessionCloser
+from actors.write_path import WritePath
+from lifecycle.archive import ColdArchive, LocalDirObjectStore
+from lifecycle.context import LifecycleStores
+from lifecycle.sweeps import Sweeper, run_inline, sweep_users
+from models.api import AddStructuredRequest, RecallRequest, SessionCloseRequest
+from models.enums import Level, MemType, OpType, Ownership, Status
+from models.settings import Settings
+from serve.http_app import build_http_app
+from serve.local_backend import LocalBackend
+from storage.stores import Stores
+from tests.conftest import ManualClock
+
+pytestmark = pytest.mark.integration
+
+
+async def add(service: MemoryService, content: str, **fields: Any) -> str:
+    request = AddStructuredRequest(
+        user_id="u1",
+        ownership=Ownership.USER,
+        mem_type=MemType.SEMANTIC,
+        content=content,
+        sync=True,
+        **fields,
+    )
+    return (await service.add_structured(request)).memory_id
+
+
+def in_session(**fields: Any) -> dict[str, Any]:
+    return {"level": Level.SESSION, "session_id": "s1", **fields}
+
+
+async def get(stores: Stores, memory_id: str) -> Any:
+    async with stores.metadata.transaction(readonly=True) as tx:
+        return await tx.get_memory("u1", memory_id)
+
+
+async def counters(stores: Stores) -> dict[str, int]:
+    async with stores.metadata.transaction(readonly=True) as tx:
+        return {k: v for k, v in (await tx.counters("u1")).items() if v}
+
+
+async def recall_ids(service: MemoryService, query: str, **fields: Any) -> list[str]:
+    response = await service.recall(RecallRequest(user_id="u1", query=query, **fields))
+    return [m.memory_id for m in response.memories]
+
+
+async def test_valuable_session_memories_are_promoted_and_the_rest_dropped(
+    service: MemoryService, stores: Stores
+) -> None:
+    important = await add(service, "Is allergic to shellfish", app_id="chef", **in_session(is_important=True))
+    flagged = await add(service, "Wants recipes without garlic", app_id="chef", **in_session())
+    recalled = await add(service, "Cooks for four people on Sundays", app_id="chef", **in_session())
+    chatter = await add(service, "Asked what time it is", app_id="chef", **in_session())
+    elsewhere = await add(service, "Likes jazz", session_id="s2", level=Level.SESSION)
+    scope = {"app_id": "chef", "session_id": "s1", "include_global": False}
+    assert recalled in await recall_ids(service, "cooking for four on Sunday", scope=scope)
+    await service.drain()  # R4 bookkeeping: recall_count 1
+
+    result = await SessionCloser(service).close(
+        SessionCloseRequest(user_id="u1", app_id="chef", session_id="s1", must_promote=[flagged])
+    )
+    assert sorted(result.promoted) == sorted([important, flagged, recalled])
+    assert result.dropped == [chatter]
+    assert result.continuity_memory_id is None and result.capacity_refused == []
+    for mid in result.promoted:
+        promoted = await get(stores, mid)
+        assert (promoted.level, promoted.app_id, promoted.session_id) == (Level.APP, "chef", None)
+        assert promoted.source_session_id == "s1"
+    assert (await get(stores, chatter)).status is Status.DELETED
+    assert (await get(stores, elsewhere)).status is Status.ACTIVE  # another session is untouched
+    assert chatter not in await stores.vectors.memory_ids("u1")
+    # Promoted memories are recalled at app scope without naming the session: the index followed.
+    assert important in await recall_ids(service, "shellfish allergy", scope={"app_id": "chef"})
+    assert await counters(stores) == {
+        "app:chef": 3,
+        "global": 1,
+        "total": 4,
+        "important:app:chef": 1,
+        "important:total": 1,
+    }
+
+
+async def test_promotion_to_a_full_app_evicts_like_an_admission(
+    settings: Settings, service: MemoryService, stores: Stores, clock: ManualClock
+) -> None:
+    settings.capacity.app_limit = 3
+    app_memories = [await add(service, f"Support ticket note {i}", app_id="desk") for i in range(3)]
+    clock.advance(days=10)
+    session = await add(service, "Prefers email over phone", **in_session(is_important=True))
+    result = await SessionCloser(service).close(
+        SessionCloseRequest(user_id="u1", app_id="desk", session_id="s1")
+    )
+    assert result.promoted == [session]
+    promoted = await get(stores, session)
+    assert (promoted.level, promoted.app_id) == (Level.APP, "desk")
+    statuses = [(await get(stores, mid)).status for mid in app_memories]
+    assert statuses.count(Status.ARCHIVED) == 1  # evicted down to 90% of the limit to make room
+    assert (await counters(stores))["app:desk"] == 3
+    assert "global" not in await counters(stores)
+
+
+async def test_promotion_refused_by_capacity_drops_the_memory(
+    settings: Settings, service: MemoryService, stores: Stores
+) -> None:
+    settings.capacity.app_limit = 2
+    settings.capacity.important_ratio = 1.0
+    for i in range(2):  # full of memories that may never be evicted
+        await add(service, f"Critical runbook step {i}", app_id="ops", is_important=True)
+    session = await add(service, "Pages the on-call engineer at night", **in_session())
+    result = await SessionCloser(service).close(
+        SessionCloseRequest(user_id="u1", app_id="ops", session_id="s1", must_promote=[session])
+    )
+    assert (result.promoted, result.capacity_refused, result.dropped) == ([], [session], [session])
+    dropped = await get(stores, session)
+    assert dropped.status is Status.DELETED and dropped.level is Level.SESSION
+    assert await counters(stores) == {"app:ops": 2, "total": 2, "important:app:ops": 2, "important:total": 2}
+
+
+async def test_to_be_continued_keeps_a_continuity_memory_that_expires_after_24_hours(
+    settings: Settings, service: MemoryService, stores: Stores, clock: ManualClock, tmp_path: Path
+) -> None:
+    start = clock.now
+    await add(service, "Was planning a trip to Portugal", **in_session())
+    await add(service, "Compared train and flight prices", **in_session())
+    result = await SessionCloser(service).close(
+        SessionCloseRequest(user_id="u1", session_id="s1", to_be_continued=True)
+    )
+    assert result.promoted == [] and len(result.dropped) == 2
+    continuity = result.continuity_memory_id
+    assert continuity is not None
+    kept = await get(stores, continuity)
+    assert kept.level is Level.SESSION and kept.session_id == "s1" and "continuity" in kept.custom_tags
+    assert kept.expire_at == start + timedelta(hours=24)
+    assert "Portugal" in kept.content and "train" in kept.content
+    scope = {"session_id": "s1"}
+    clock.now = start + timedelta(hours=23)
+    assert continuity in await recall_ids(service, "trip to Portugal", scope=scope)
+    clock.now = start + timedelta(hours=25)
+    assert continuity not in await recall_ids(service, "trip to Portugal", scope=scope)
+    archive = ColdArchive(LocalDirObjectStore(tmp_path / "archive"))
+    lifecycle = LifecycleStores(settings, stores.metadata, stores.vectors, stores.embedder, archive)
+    counts = await sweep_users(Sweeper(lifecycle), ["u1"], clock.now, run_inline)
+    assert counts.archived_expired == 1
+    assert (await get(stores, continuity)).status is Status.ARCHIVED
+
+
+async def test_the_continuity_period_comes_from_settings(
+    settings: Settings, service: MemoryService, stores: Stores, clock: ManualClock
+) -> None:
+    settings.lifecycle.continuity_ttl_hours = 6
+    await add(service, "Drafting a cover letter", **in_session())
+    result = await SessionCloser(service).close(
+        SessionCloseRequest(user_id="u1", session_id="s1", to_be_continued=True)
+    )
+    assert result.continuity_memory_id is not None
+    kept = await get(stores, result.continuity_memory_id)
+    assert kept.expire_at == clock.now + timedelta(hours=6)
+
+
+async def test_closing_an_empty_session_changes_nothing(service: MemoryService, stores: Stores) -> None:
+    result = await SessionCloser(service).close(
+        SessionCloseRequest(user_id="u1", session_id="nothing-here", to_be_continued=True)
+    )
+    assert (result.promoted, result.dropped, result.continuity_memory_id) == ([], [], None)
+
+
+# --- through the HTTP app and the local backend (mailbox) -----------------------------------------
+
+
+@pytest.fixture
+async def http(service: MemoryService, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    write_path = WritePath(service)
+    backend = LocalBackend(service, write_path)
+    app = build_http_app(lambda: backend, max_body_bytes=settings.limits.max_request_bytes)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engram") as client:
+        yield client
+    await write_path.close()
+
+
+async def test_session_close_route(http: httpx.AsyncClient, service: MemoryService, stores: Stores) -> None:
+    keep = await add(service, "Is vegetarian", **in_session(is_important=True))
+    drop = await add(service, "Said hello", **in_session())
+    response = await http.post(
+        "/memory/v1/session/close", json={"user_id": "u1", "session_id": "s1", "to_be_continued": True}
+    )
+    body = response.json()
+    assert response.status_code == 200 and body["code"] == 0
+    assert body["data"]["promoted"] == [keep] and body["data"]["dropped"] == [drop]
+    assert body["data"]["continuity_memory_id"]
+    changes = await http.post("/memory/v1/history", json={"user_id": "u1", "memory_id": drop})
+    assert [c["op_type"] for c in changes.json()["data"]["changes"]] == [OpType.ADD, OpType.DELETE]
+    bad = await http.post("/memory/v1/session/close", json={"user_id": "u1"})
+    assert bad.json()["code"] == 40001

@@ -1,0 +1,43 @@
+"""Snapshot warm-up: a starting recall process loads the most recently active users first."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.memory_service import MemoryService
+from actors.snapshot import SnapshotCache
+from models.api import AddStructuredRequest, DeleteRequest, MemoryCreated
+from models.enums import MemType, Ownership
+from storage.stores import Stores
+from tests.conftest import ManualClock
+
+pytestmark = pytest.mark.integration
+
+
+async def _remember(service: MemoryService, user_id: str, text: str) -> str:
+    request = AddStructuredRequest(
+        user_id=user_id, content=text, ownership=Ownership.USER, mem_type=MemType.SEMANTIC, sync=True
+    )
+    created = await service.add_structured(request)
+    assert isinstance(created, MemoryCreated)
+    return created.memory_id
+
+
+async def test_warm_loads_the_most_recently_active_users(
+    stores: Stores, service: MemoryService, clock: ManualClock
+) -> None:
+    for user in ("old", "middle", "recent"):
+        await _remember(service, user, f"{user} likes tea")
+        clock.advance(hours=1)
+    gone = await _remember(service, "gone", "gone likes coffee")
+    await service.delete(DeleteRequest(user_id="gone", memory_id=gone))  # nothing active: not warmed
+    async with stores.metadata.transaction(readonly=True) as tx:
+        assert await tx.recently_active_users(10) == ["recent", "middle", "old"]
+
+    cache = SnapshotCache(stores.metadata, stores.vectors, stores.embedder, max_users=2, ttl_s=60)
+    assert await cache.warm(10) == 2, "never more users than the cache holds"
+    warmed = {user: await cache.get(user) for user in ("recent", "middle")}
+    assert [m.content for m in warmed["recent"].memories] == ["recent likes tea"]
+    # Served from the cache: the same objects come back.
+    for user, snapshot in warmed.items():
+        assert await cache.get(user) is snapshot

@@ -1,0 +1,127 @@
+"""Sealed vector copies beside the metadata: kept in step with the index, read by recall snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from actors.memory_service import MemoryService
+from actors.snapshot import SnapshotCache
+from models.api import AddStructuredRequest, DeleteRequest, MemoryCreated
+from models.enums import MemType, Ownership
+from storage import vector_copies
+from storage.schema import memory_vectors
+from storage.stores import Stores
+from storage.vector_copies import CopyingVectorStore
+from tests.conftest import ManualClock
+
+pytestmark = pytest.mark.integration
+
+
+class CountingSource:
+    """A vector source that records what it was asked for (the slow path of a snapshot load)."""
+
+    def __init__(self, inner: CopyingVectorStore) -> None:
+        self.inner = inner
+        self.asked: list[str] = []
+
+    async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        self.asked.extend(memory_ids)
+        return await self.inner.index.get_vectors(memory_ids)
+
+
+async def _remember(service: MemoryService, text: str, user_id: str = "u1") -> str:
+    request = AddStructuredRequest(
+        user_id=user_id, content=text, ownership=Ownership.USER, mem_type=MemType.SEMANTIC, sync=True
+    )
+    created = await service.add_structured(request)
+    assert isinstance(created, MemoryCreated)
+    return created.memory_id
+
+
+def _copying(stores: Stores) -> CopyingVectorStore:
+    assert isinstance(stores.vectors, CopyingVectorStore)
+    return stores.vectors
+
+
+async def test_every_indexed_vector_has_a_sealed_copy(stores: Stores, service: MemoryService) -> None:
+    ids = [await _remember(service, t) for t in ("Likes green tea", "Lives in Lisbon")]
+    from_index = await _copying(stores).index.get_vectors(ids)
+    async with stores.metadata.transaction(readonly=True) as tx:
+        copies = await vector_copies.for_user(tx, "u1")
+        raw = {r.memory_id: bytes(r.vector) for r in (await tx.conn.execute(select(memory_vectors))).all()}
+    assert set(copies) == set(ids)
+    for memory_id in ids:
+        np.testing.assert_allclose(copies[memory_id], from_index[memory_id], rtol=1e-6)
+        # Sealed: the plain float bytes never appear in the stored blob.
+        assert copies[memory_id].astype("<f4").tobytes()[:64] not in raw[memory_id]
+
+
+async def test_snapshot_loads_from_copies_without_the_vector_source(
+    stores: Stores, service: MemoryService
+) -> None:
+    ids = [await _remember(service, t) for t in ("Plays tennis on Sundays", "Allergic to peanuts")]
+    source = CountingSource(_copying(stores))
+    cache = SnapshotCache(stores.metadata, source, stores.embedder, max_users=10, ttl_s=60)
+    snapshot = await cache.get("u1")
+    assert sorted(m.memory_id for m in snapshot.memories) == sorted(ids)
+    assert source.asked == []
+
+
+async def test_a_missing_copy_falls_back_to_the_index(stores: Stores, service: MemoryService) -> None:
+    kept, lost = await _remember(service, "Drives a blue car"), await _remember(service, "Reads sci-fi")
+    async with stores.metadata.transaction() as tx:
+        await vector_copies.remove(tx, [lost])
+    source = CountingSource(_copying(stores))
+    cache = SnapshotCache(stores.metadata, source, stores.embedder, max_users=10, ttl_s=60)
+    snapshot = await cache.get("u1")
+    assert source.asked == [lost]
+    position = [m.memory_id for m in snapshot.memories].index(lost)
+    expected = (await _copying(stores).index.get_vectors([lost]))[lost]
+    np.testing.assert_allclose(snapshot.vectors[position], expected, rtol=1e-6)
+    assert kept in [m.memory_id for m in snapshot.memories]
+
+
+async def test_delete_and_delete_user_remove_copies(stores: Stores, service: MemoryService) -> None:
+    first = await _remember(service, "Works as a nurse")
+    second = await _remember(service, "Has two cats")
+    other = await _remember(service, "Collects stamps", user_id="u2")
+    await service.delete(DeleteRequest(user_id="u1", memory_id=first))
+    got = await stores.vectors.get_vectors([first, second, other])
+    assert set(got) == {second, other}
+    await stores.vectors.delete_user("u1")
+    async with stores.metadata.transaction(readonly=True) as tx:
+        assert await vector_copies.for_user(tx, "u1") == {}
+        assert set(await vector_copies.for_user(tx, "u2")) == {other}
+
+
+async def test_copies_of_a_shredded_user_are_unreadable(stores: Stores, service: MemoryService) -> None:
+    await _remember(service, "Keeps a diary")
+    async with stores.metadata.transaction() as tx:
+        assert await tx.shred("u1")
+    async with stores.metadata.transaction(readonly=True) as tx:
+        assert await vector_copies.for_user(tx, "u1") == {}
+
+
+async def test_an_expired_snapshot_refreshes_weights_without_reloading(
+    stores: Stores, service: MemoryService, clock: ManualClock
+) -> None:
+    memory_id = await _remember(service, "Swims every morning")
+    ticks = [0.0]
+    source = CountingSource(_copying(stores))
+    cache = SnapshotCache(
+        stores.metadata, source, stores.embedder, max_users=10, ttl_s=60, monotonic=lambda: ticks[0]
+    )
+    first = await cache.get("u1")
+    async with stores.metadata.transaction() as tx:  # a hit elsewhere: no version bump
+        assert await tx.record_recall_hit("u1", memory_id, weight=0.42, at=clock.now, recall_count=7)
+    assert (await cache.get("u1")).memories[0].recall_count == 0, "fresh within the TTL"
+    ticks[0] = 61.0
+    refreshed = await cache.get("u1")
+    assert refreshed is first, "refreshed in place, not rebuilt"
+    assert (refreshed.memories[0].weight, refreshed.memories[0].recall_count) == (0.42, 7)
+    assert refreshed.memories[0].last_recalled_at == clock.now
+    assert source.asked == []

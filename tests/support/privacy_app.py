@@ -1,0 +1,113 @@
+"""The in-process Engram HTTP app as the privacy tests use it: switch gate, auth, counting engines.
+
+The embedder and the engine are the real ones, wrapped only to count calls: a switched-off user
+must cost no model time, and the counters prove it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+from pydantic import BaseModel
+
+from actors.engines.base import Engine, EngineError, StructuredRequest
+from actors.engines.factory import engine_from_settings
+from actors.memory_service import MemoryService
+from actors.write_path import WritePath
+from models.settings import Settings
+from serve.auth import Authenticator
+from serve.gate import GatedBackend
+from serve.http_app import build_http_app
+from serve.local_backend import LocalBackend
+from storage.embedders import Embedder
+from storage.stores import Stores
+
+V1 = "/memory/v1"
+
+
+class CountingEmbedder:
+    """A real embedder that counts the texts it embeds."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+        self.model_name = inner.model_name
+        self.dim = inner.dim
+        self.calls = 0
+        self.texts = 0
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        self.texts += len(texts)
+        return await self._inner.embed(texts)
+
+
+class CountingEngine:
+    """A real extraction engine that counts its requests."""
+
+    def __init__(self, inner: Engine) -> None:
+        self._inner = inner
+        self.name = inner.name
+        self.is_llm = inner.is_llm
+        self.requests = 0
+
+    async def generate(self, requests: Sequence[StructuredRequest]) -> list[BaseModel | EngineError]:
+        self.requests += len(requests)
+        return await self._inner.generate(requests)
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+@dataclass
+class PrivacyApp:
+    """Everything a privacy test drives or inspects."""
+
+    http: httpx.AsyncClient
+    service: MemoryService
+    write_path: WritePath
+    local: LocalBackend
+    gate: GatedBackend
+    embedder: CountingEmbedder
+    engine: CountingEngine
+    settings: Settings
+
+    async def post(self, route: str, body: Any, key: str | None = None) -> tuple[int, dict[str, Any]]:
+        """POST a route; the HTTP status and the envelope."""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        response = await self.http.post(f"{V1}/{route}", json=body, headers=headers)
+        return response.status_code, response.json()
+
+    async def ok(self, route: str, body: Any, key: str | None = None) -> Any:
+        """POST a route that must succeed (code 0 or 20001); its data."""
+        status, payload = await self.post(route, body, key)
+        assert payload["code"] in (0, 20001), (route, status, payload["code"], payload["msg"])
+        return payload["data"]
+
+
+@asynccontextmanager
+async def privacy_app(settings: Settings, stores: Stores, clock: Any) -> AsyncIterator[PrivacyApp]:
+    """The real FastAPI app over real stores, gated and guarded as the ingress does it."""
+    embedder = CountingEmbedder(stores.embedder)
+    engine = CountingEngine(engine_from_settings(settings.engine))
+    service = MemoryService(settings, stores.metadata, stores.vectors, embedder, clock=clock, engine=engine)
+    write_path = WritePath(service)
+    local = LocalBackend(service, write_path)
+    gate = GatedBackend(local, local.switches)
+    authenticator = Authenticator(settings.auth)
+    app = build_http_app(
+        lambda: gate,  # type: ignore[arg-type,return-value]
+        max_body_bytes=settings.limits.max_request_bytes,
+        auth=lambda: authenticator,
+    )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://engram") as http:
+        try:
+            yield PrivacyApp(http, service, write_path, local, gate, embedder, engine, settings)
+        finally:
+            await write_path.close()
+            await service.drain()
