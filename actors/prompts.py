@@ -1,4 +1,4 @@
-"""Prompts of the LLM tasks: fact extraction (SPEC W3) and memory evolution (SPEC W4).
+"""Prompts of the LLM tasks: fact extraction (W3), memory evolution (W4) and session valuation (L6).
 
 Pure functions, no I/O. Kept compact because the local model has a small context and evaluates a
 prompt at ~150 tokens/s on two cores; the stable parts (rules, few-shot turns) come first so that a
@@ -212,3 +212,55 @@ def evolution_messages(fact: str, candidates: Sequence[tuple[str, str]]) -> tupl
         prompt += [ChatMessage("user", shot), ChatMessage("assistant", answer)]
     prompt.append(ChatMessage("user", _evolution_turn(fact, candidates)))
     return tuple(prompt)
+
+
+_SESSION_VALUE_SYSTEM = """\
+You are a memory manager. A conversation session has ended; decide which of its memories are worth \
+keeping for later conversations.
+Keep: lasting personal facts (names, relationships, health, work), preferences, plans and commitments.
+Do not keep: greetings, small talk, one-off questions, and details that only mattered during this session.
+Rules:
+- Answer once for every ref listed; never invent a ref.
+- Give a short reason.
+Answer with JSON only: {"memories": [{"ref": ref, "keep": true|false, "reason": string}]}"""
+
+
+def _session_turn(memories: Sequence[tuple[str, str]]) -> str:
+    return "Memories:\n" + "\n".join(f"{ref}: {' '.join(text.split())}" for ref, text in memories)
+
+
+def _kept(ref: str, keep: bool, reason: str) -> dict[str, Any]:
+    return {"ref": ref, "keep": keep, "reason": reason}
+
+
+_SESSION_VALUE_EXAMPLE = (
+    _session_turn(
+        [("1", "Is allergic to peanuts"), ("2", "Asked what time it is"), ("3", "计划五月去里斯本旅行")]
+    ),
+    _json(
+        {
+            "memories": [
+                _kept("1", True, "lasting health fact"),
+                _kept("2", False, "one-off question"),
+                _kept("3", True, "plan"),
+            ]
+        }
+    ),
+)
+
+
+def session_value_messages(memories: Sequence[tuple[str, str]]) -> tuple[ChatMessage, ...]:
+    """The session-valuation prompt over ``(ref, text)`` session memories (short refs "1", "2", ...).
+
+    Only the given refs appear in the final turn; ``ValueError`` on none, or on an empty or repeated ref.
+    """
+    refs = [ref for ref, _ in memories]
+    if not refs or any(not ref.strip() for ref in refs) or len(set(refs)) != len(refs):
+        raise ValueError("session memories need non-empty, unique refs")
+    shot, answer = _SESSION_VALUE_EXAMPLE
+    return (
+        ChatMessage("system", _SESSION_VALUE_SYSTEM),
+        ChatMessage("user", shot),
+        ChatMessage("assistant", answer),
+        ChatMessage("user", _session_turn(memories)),
+    )

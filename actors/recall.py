@@ -25,6 +25,7 @@ from models.errors import EngramError, ErrorCode
 from models.settings import RecallSettings, Settings
 from storage.embedders import Embedder
 from storage.metadata import MetadataStore
+from storage.quick_reads import open_quick_reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class Recaller:
             embedder,
             max_users=settings.recall.snapshot_cache_users,
             ttl_s=settings.recall.snapshot_ttl_s,
+            quick=open_quick_reader(settings.storage.resolved_database_url()),
         )
 
     async def recall(self, request: RecallRequest) -> RecallOutcome:

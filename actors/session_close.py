@@ -1,5 +1,9 @@
 """``session/close`` (SPEC L6, C8): value the session's memories, promote the valuable, drop the rest.
 
+Valuation (``actors.session_value``) is the engine layer's: important, recalled and ``must_promote``
+memories always go up, and an LLM engine may choose more; it runs before the write transaction, so
+a slow engine never holds the database's write lock.
+
 Promotion moves a memory from SESSION to APP (when the session has an app) or GLOBAL level; when
 that moves it to another capacity dimension it is admitted there like a new memory (capacity
 check, eviction, W8), and a refusal drops it instead. A "to be continued" session keeps one
@@ -9,7 +13,7 @@ sweep archives it once expired. Runs on the user's mailbox (the caller submits i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
@@ -17,6 +21,7 @@ from actors import capacity, statements
 from actors.admission import admit, counter_deltas, make_room
 from actors.memory_service import MemoryService
 from actors.records import new_memory, vector_record
+from actors.session_value import EngineValuer, Valuer, deterministic_value
 from models.api import MAX_CONTENT_CHARS, SessionCloseRequest, SessionCloseResult
 from models.domain import GLOBAL_APP, Memory
 from models.enums import Level, MemType, OpSource, OpType, Ownership, Status
@@ -26,15 +31,6 @@ from storage.metadata import MetadataTx
 from storage.vectors import VectorRecord
 
 CONTINUITY_TAG = "continuity"
-
-Valuer = Callable[[Sequence[Memory], Collection[str]], set[str]]
-"""Chooses which session memories to promote: (session memories, must_promote ids) -> ids."""
-
-
-def deterministic_value(memories: Sequence[Memory], must_promote: Collection[str]) -> set[str]:
-    """The fallback valuation: important, recalled at least once, or flagged by the caller."""
-    flagged = set(must_promote)
-    return {m.memory_id for m in memories if m.is_important or m.recall_count > 0 or m.memory_id in flagged}
 
 
 def session_memories(memories: Sequence[Memory], request: SessionCloseRequest) -> list[Memory]:
@@ -62,11 +58,14 @@ def continuity_content(session_id: str, memories: Sequence[Memory]) -> str:
 
 
 class SessionCloser:
-    """Closes sessions over a MemoryService's stores; ``valuer`` is the engine layer's hook."""
+    """Closes sessions over a MemoryService's stores.
 
-    def __init__(self, service: MemoryService, valuer: Valuer = deterministic_value) -> None:
+    ``valuer`` defaults to the service's engine (``EngineValuer``) within the evolution LLM timeout.
+    """
+
+    def __init__(self, service: MemoryService, valuer: Valuer | None = None) -> None:
         self.service = service
-        self.valuer = valuer
+        self.valuer: Valuer = valuer or EngineValuer(service.ingestor.engine, service.settings.evolution)
 
     async def close(self, request: SessionCloseRequest) -> SessionCloseResult:
         """Promote, drop and (when continued) leave a continuity memory; vectors follow the commit."""
@@ -75,11 +74,22 @@ class SessionCloser:
         refused: list[str] = []
         evicted: list[str] = []
         continuity: Memory | None = None
+        async with service.metadata.transaction(readonly=True) as tx:
+            valued = session_memories(
+                await tx.memories_with_status(request.user_id, [Status.ACTIVE]), request
+            )
+        # Outside the write transaction: an engine may take seconds, and SQLite has one write lock.
+        chosen = await self.valuer(valued, request.must_promote) if valued else set()
         async with service.metadata.transaction() as tx:
             session = session_memories(
                 await tx.memories_with_status(request.user_id, [Status.ACTIVE]), request
             )
-            chosen = self.valuer(session, request.must_promote)
+            # The close runs on the user's mailbox, so the session should not have changed since; a
+            # memory that appeared meanwhile is judged by the deterministic rule alone.
+            known = {m.memory_id for m in valued}
+            chosen |= deterministic_value(
+                [m for m in session if m.memory_id not in known], request.must_promote
+            )
             for memory in session:
                 if memory.memory_id not in chosen:
                     continue

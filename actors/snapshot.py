@@ -24,6 +24,7 @@ from models.enums import Status
 from storage import vector_copies
 from storage.embedders import Embedder
 from storage.metadata import MetadataStore, RecallBookkeeping
+from storage.quick_reads import QuickReader
 
 
 class VectorSource(Protocol):
@@ -61,7 +62,10 @@ class SnapshotCache:
         max_users: int,
         ttl_s: float,
         monotonic: Callable[[], float] = time.monotonic,
+        quick: QuickReader | None = None,
     ) -> None:
+        """``quick``: synchronous version reads (SQLite) that spare a fresh snapshot a transaction."""
+        self._quick = quick
         self._metadata = metadata
         self._vectors = vectors
         self._embedder = embedder
@@ -72,6 +76,15 @@ class SnapshotCache:
 
     async def get(self, user_id: str) -> UserSnapshot:
         """The user's current snapshot, loading it when missing or stale."""
+        cached = self._cache.get(user_id)
+        if (
+            self._quick is not None
+            and cached is not None
+            and self._monotonic() - cached.loaded_at < self._ttl_s
+            and self._quick.version(user_id) == cached.version
+        ):
+            self._cache.move_to_end(user_id)
+            return cached
         async with self._metadata.transaction(readonly=True) as tx:
             version = await tx.version(user_id)
             cached = self._cache.get(user_id)

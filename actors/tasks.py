@@ -1,4 +1,4 @@
-"""Output models of the engine tasks: what extraction and evolution ask an engine to produce.
+"""Output models of the engine tasks: what extraction, evolution and session valuation ask an engine for.
 
 Kept small and flat on purpose: small local models follow a simple schema far more reliably.
 """
@@ -46,3 +46,20 @@ class EvolutionOutput(BaseModel):
     # The merged statement for UPDATE.
     text: str | None = Field(None, max_length=2000)
     reason: str = Field("", max_length=500)
+
+
+VALUE_SESSION_TASK = "value_session"
+
+
+class MemoryValue(BaseModel):
+    """An engine's word on one session memory, named by the short ref ("1", "2", ...) it was shown."""
+
+    ref: str = Field(min_length=1, max_length=16)
+    keep: bool
+    reason: str = Field("", max_length=300)
+
+
+class SessionValuation(BaseModel):
+    """Which memories of a closing session are worth keeping beyond it (SPEC L6)."""
+
+    memories: list[MemoryValue] = Field(default_factory=list, max_length=50)

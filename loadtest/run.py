@@ -117,7 +117,7 @@ def _start_app(users: int, memories: int, seed_cache: Path | None) -> tuple[str,
     import ray
     from ray import serve
 
-    from serve.app import build_app
+    from serve.app import deploy
 
     data_dir = seeded_copy(users, memories, seed_cache)
     settings = Settings(
@@ -127,20 +127,20 @@ def _start_app(users: int, memories: int, seed_cache: Path | None) -> tuple[str,
     )
     ray.init(include_dashboard=False, namespace="serve", log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
-    serve.run(build_app(settings), name=settings.serve.app_name, route_prefix="/")
+    deploy(settings)
     url = f"http://127.0.0.1:{settings.serve.port}"
     print(f"app started at {url}", file=sys.stderr, flush=True)
-    _wait_for_warm_snapshots(settings.serve.app_name)
+    _wait_for_warm_snapshots(settings)
     return url, data_dir
 
 
-def _wait_for_warm_snapshots(app_name: str, limit_s: float = 600.0) -> None:
+def _wait_for_warm_snapshots(settings: Settings, limit_s: float = 600.0) -> None:
     """Offer load once the recall replica has warmed its snapshots (steady state, not cold start)."""
     from ray import serve
 
-    from serve.app import RecallDeployment
+    from serve.app import RecallDeployment, recall_app_name
 
-    handle = serve.get_deployment_handle(RecallDeployment.name, app_name=app_name)  # type: ignore[attr-defined]
+    handle = serve.get_deployment_handle(RecallDeployment.name, app_name=recall_app_name(settings))  # type: ignore[attr-defined]
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         state = handle.warm_status.remote().result()

@@ -1,8 +1,11 @@
-"""The Engram Ray Serve application: an HTTP + handle ingress, a recall deployment, shard actors.
+"""The Engram Ray Serve applications: an HTTP + handle ingress, a recall deployment, shard actors.
 
-``serve run serve.app:app`` (defaults) or ``serve.run(build_app(settings))``; ``cluster/`` holds
-the Serve config. The ingress answers the HTTP contract and, for Python callers, the same
-operations over ``serve.get_app_handle(name)`` with the same models.
+Two Serve applications share one Serve instance: the main one (``app``: the Ingress and the
+Extraction deployment) at ``/``, and the recall one (``recall_app``: the Recall deployment) at
+``/memory/v1/recall``, so that an HTTP recall reaches its replica without a second hop.
+``deploy(settings)`` runs both; ``cluster/serve_config.yaml`` declares both. The ingress answers
+the HTTP contract and, for Python callers, the same operations (recall included) over
+``serve.get_app_handle(name)`` with the same models.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from serve.auth import Authenticator
 from serve.backend import EngramBackend
 from serve.extraction import ExtractionDeployment
 from serve.gate import GatedBackend, SwitchReader
-from serve.http_app import build_http_app
+from serve.http_app import RECALL_PATH, build_http_app
 from serve.privacy_backend import ForwardPrivacy, PrivacyBackend
 from serve.rate_limit import RateLimitedBackend, RateLimiter
 from serve.ray_backend import RayBackend
@@ -68,6 +71,27 @@ from storage.metadata import MetadataStore
 log = logging.getLogger(__name__)
 
 api = build_http_app(app_state.current)
+# HTTP recall goes straight to the Recall deployment (its own Serve application at RECALL_PATH):
+# through the Ingress it cost a second replica hop, most of the CPU of a recall (docs/benchmarks.md).
+recall_api = build_http_app(app_state.current, recall_only=True)
+
+
+def recall_app_name(settings: Settings) -> str:
+    """The Serve application of the Recall deployment, beside ``serve.app_name``."""
+    return f"{settings.serve.app_name}-recall"
+
+
+class _RecallRoute:
+    """The backend of the recall-only HTTP app: this replica's own recall."""
+
+    def __init__(self, deployment: RecallDeployment) -> None:
+        self._deployment = deployment
+
+    async def recall(self, request: RecallRequest) -> RecallResponse:
+        result = await self._deployment.recall(request)
+        if isinstance(result, EngramError):
+            raise result
+        return result
 
 
 def shard_actors(settings: Settings) -> list[ActorHandle[Any]]:
@@ -93,12 +117,20 @@ class _ShardVectors:
 
 
 @serve.deployment(name="Recall", max_ongoing_requests=100)
+@serve.ingress(recall_api)
 class RecallDeployment:
-    """Recall (R1-R6) over per-user snapshots held in this replica; hit bookkeeping goes to the shard."""
+    """Recall (R1-R6) over per-user snapshots held in this replica; hit bookkeeping goes to the shard.
+
+    Answers HTTP recall itself (rate limit, switch gate and authentication as the Ingress applies
+    them) and ``recall`` for handles (the Ingress forwards Python callers' recalls here).
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._shards = shard_actors(settings)
+        self._gate = GatedBackend(_RecallRoute(self), SwitchReader(settings.storage))
+        app_state.install(cast(EngramBackend, RateLimitedBackend(self._gate, RateLimiter(settings.limits))))
+        auth.install(Authenticator(settings.auth))
         self._recaller: Recaller | None = None
         self._hits: HitBuffer | None = None
         self._embedder = build_embedder(settings.embedder)
@@ -118,6 +150,10 @@ class RecallDeployment:
         except Exception as exc:  # a failed warm-up only means slower first recalls
             log.warning("snapshot warm-up stopped: %s", type(exc).__name__)
         self._warm_state = {"done": 1.0, "users": float(users), "seconds": time.monotonic() - started}
+
+    def gate_stats(self) -> dict[str, int]:
+        """HTTP recalls the switch gate of this replica refused and passed (counts only)."""
+        return self._gate.stats()
 
     async def warm_status(self) -> dict[str, float]:
         """Whether this replica's snapshot warm-up has finished, how many users and how long it took."""
@@ -181,12 +217,7 @@ class RecallDeployment:
 class Ingress(ForwardPrivacy):
     """HTTP routes (through ``api``) and the same operations as Python methods for handles."""
 
-    def __init__(
-        self,
-        recall: DeploymentHandle[Any],
-        settings: Settings,
-        extraction: DeploymentHandle[Any] | None = None,
-    ) -> None:
+    def __init__(self, settings: Settings, extraction: DeploymentHandle[Any] | None = None) -> None:
         """``extraction``: the engine deployment the shards call (bound here so the app deploys it)."""
         self.settings = settings
         self._extraction = extraction
@@ -194,6 +225,7 @@ class Ingress(ForwardPrivacy):
         ray.get([shard.ready.remote() for shard in self._shards])  # stores open, tasks resumed
         # Switches are checked here, before any work is sent on (P1); auth guards the routes (P4).
         self._switches = SwitchReader(settings.storage)
+        recall = serve.get_deployment_handle(RecallDeployment.name, app_name=recall_app_name(settings))  # type: ignore[attr-defined]
         self._gate = GatedBackend(RayBackend(self._shards, recall), self._switches)
         # Rate limits first: a runaway caller costs no switch lookup either (42903).
         self._limited = RateLimitedBackend(self._gate, RateLimiter(settings.limits))
@@ -251,21 +283,20 @@ class Ingress(ForwardPrivacy):
         return await self._backend.restore(r)
 
 
-def build_app(settings: Settings | None = None, user_config: dict[str, Any] | None = None) -> Application:
-    """The application for ``settings`` (default: ``ENGRAM_CONFIG`` / environment)."""
+def _checked(settings: Settings | None) -> Settings:
     settings = settings or load_settings()
     if not settings.storage.milvus_uri and settings.serve.shard_count != 1:
         raise ValueError(
             "the embedded milvus-lite has one owner: serve.shard_count must be 1 without a Milvus URI"
         )
+    return settings
+
+
+def build_app(settings: Settings | None = None, user_config: dict[str, Any] | None = None) -> Application:
+    """The main application (every route but recall) for ``settings`` (default: ``ENGRAM_CONFIG``)."""
+    settings = _checked(settings)
     config = user_config or {}
     cpus = {"num_cpus": settings.serve.replica_cpus}
-    recall = RecallDeployment.options(  # type: ignore[attr-defined]
-        num_replicas=settings.serve.recall_replicas,
-        ray_actor_options=cpus,
-        max_ongoing_requests=settings.serve.max_ongoing_requests,
-        user_config=config,
-    ).bind(settings)
     extraction = (
         ExtractionDeployment.options(  # type: ignore[attr-defined]
             num_replicas=settings.serve.extraction_replicas,
@@ -281,13 +312,41 @@ def build_app(settings: Settings | None = None, user_config: dict[str, Any] | No
         max_ongoing_requests=settings.serve.max_ongoing_requests,
         ray_actor_options=cpus,
         user_config=config,
-    ).bind(recall, settings, extraction)
+    ).bind(settings, extraction)
     return ingress
 
 
+def build_recall_app(
+    settings: Settings | None = None, user_config: dict[str, Any] | None = None
+) -> Application:
+    """The recall application, served at ``RECALL_PATH`` beside the main one."""
+    settings = _checked(settings)
+    recall: Application = RecallDeployment.options(  # type: ignore[attr-defined]
+        num_replicas=settings.serve.recall_replicas,
+        ray_actor_options={"num_cpus": settings.serve.replica_cpus},
+        max_ongoing_requests=settings.serve.max_ongoing_requests,
+        user_config=user_config or {},
+    ).bind(settings)
+    return recall
+
+
+def deploy(settings: Settings, user_config: dict[str, Any] | None = None) -> None:
+    """Run (or update in place) both applications on the connected Serve instance."""
+    serve.run(
+        build_recall_app(settings, user_config), name=recall_app_name(settings), route_prefix=RECALL_PATH
+    )
+    serve.run(build_app(settings, user_config), name=settings.serve.app_name, route_prefix="/")
+
+
 def app_builder(args: dict[str, str]) -> Application:
-    """``serve run serve.app:app_builder config=engram.yaml``: the app for a settings file."""
+    """``serve run serve.app:app_builder config=engram.yaml``: the main app for a settings file."""
     return build_app(load_settings(args.get("config")))
 
 
+def recall_app_builder(args: dict[str, str]) -> Application:
+    """``serve run serve.app:recall_app_builder config=engram.yaml``: its recall app."""
+    return build_recall_app(load_settings(args.get("config")))
+
+
 app = build_app()
+recall_app = build_recall_app()

@@ -86,13 +86,13 @@ def _serve(args: argparse.Namespace) -> int:
     import ray
     from ray import serve
 
-    from serve.app import build_app
+    from serve.app import deploy
     from serve.shard import shard_name
 
     ray.init(include_dashboard=False, namespace="serve", log_to_driver=False)
     try:
         serve.start(http_options={"host": settings.serve.host, "port": settings.serve.port})
-        serve.run(build_app(settings), name=settings.serve.app_name, route_prefix="/")
+        deploy(settings)
         print(
             f"Engram listens on http://{settings.serve.host}:{settings.serve.port} (Ctrl-C stops it)",
             flush=True,

@@ -28,6 +28,7 @@ from models.errors import EngramError, ErrorCode
 from models.settings import StorageSettings
 from storage.database import READONLY_OPTION, create_engine
 from storage.privacy_queries import read_switches
+from storage.quick_reads import open_quick_reader
 
 SwitchSource = Callable[[str], Awaitable[Mapping[str, bool]]]
 """Reads a user's switch map ("" = the global switch)."""
@@ -92,8 +93,12 @@ class SwitchReader:
     def __init__(self, storage: StorageSettings) -> None:
         self._storage = storage
         self._engine: AsyncEngine | None = None
+        # On SQLite a synchronous point read: ~2 ms of CPU less per gated call (docs/benchmarks.md).
+        self._quick = open_quick_reader(storage.resolved_database_url())
 
     async def __call__(self, user_id: str) -> Mapping[str, bool]:
+        if self._quick is not None:
+            return self._quick.switches(user_id)
         # Created on first use, on the event loop of the replica that uses it (DESIGN, Ray facts).
         if self._engine is None:
             self._engine = create_engine(
@@ -105,5 +110,7 @@ class SwitchReader:
 
     async def close(self) -> None:
         """Release the connection pool."""
+        if self._quick is not None:
+            self._quick.close()
         if self._engine is not None:
             await self._engine.dispose()

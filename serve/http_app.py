@@ -50,6 +50,7 @@ from serve.privacy_routes import add_privacy_routes, memory_apps_lookup
 log = logging.getLogger(__name__)
 
 PREFIX = "/memory/v1"
+RECALL_PATH = f"{PREFIX}/recall"
 TRACE_HEADER = "x-trace-id"
 _TRACE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
@@ -121,8 +122,13 @@ def build_http_app(
     *,
     max_body_bytes: int = 1024 * 1024,
     auth: Callable[[], Authenticator] = auth_state.current,
+    recall_only: bool = False,
 ) -> FastAPI:
-    """The FastAPI application; ``backend`` and ``auth`` are called per request (the replica sets them)."""
+    """The FastAPI application; ``backend`` and ``auth`` are called per request (the replica sets them).
+
+    ``recall_only``: just the recall route, answered at the root of its own Serve application
+    (route prefix ``RECALL_PATH``), with the same envelope, errors, limits and authentication.
+    """
     app = FastAPI(
         title="Engram",
         version="0.1.0",
@@ -153,6 +159,21 @@ def build_http_app(
     def ok(request: Request, data: BaseModel) -> JSONResponse:
         return envelope(ErrorCode.OK, "ok", trace_id_of(request), data)
 
+    recall_path = "" if recall_only else RECALL_PATH
+
+    @app.post(recall_path, response_model=Envelope[RecallResponse])
+    async def recall(body: RecallRequest, request: Request) -> JSONResponse:
+        result = await backend().recall(body)
+        if not result.hit:
+            return envelope(ErrorCode.NO_RELEVANT_MEMORY, "no relevant memory", trace_id_of(request), result)
+        return ok(request, result)
+
+    guard = {"prefix": PREFIX, "authenticator": auth, "memory_apps": lambda: memory_apps_lookup(backend)}
+    if recall_only:
+        app.add_middleware(AuthGuard, **guard)  # type: ignore[arg-type]
+        app.add_middleware(BodyLimit, limit=max_body_bytes)
+        return app
+
     @route("add", TaskAccepted)
     async def add(body: AddRequest, request: Request) -> JSONResponse:
         return ok(request, await backend().add(body))
@@ -164,13 +185,6 @@ def build_http_app(
     @route("add_structured", MemoryCreated | TaskAccepted)
     async def add_structured(body: AddStructuredRequest, request: Request) -> JSONResponse:
         return ok(request, await backend().add_structured(body))
-
-    @route("recall", RecallResponse)
-    async def recall(body: RecallRequest, request: Request) -> JSONResponse:
-        result = await backend().recall(body)
-        if not result.hit:
-            return envelope(ErrorCode.NO_RELEVANT_MEMORY, "no relevant memory", trace_id_of(request), result)
-        return ok(request, result)
 
     @route("update", MemoryView)
     async def update(body: UpdateRequest, request: Request) -> JSONResponse:
@@ -205,8 +219,6 @@ def build_http_app(
         return {"status": "ok"}
 
     add_privacy_routes(app, PREFIX, backend, ok)
-    app.add_middleware(
-        AuthGuard, prefix=PREFIX, authenticator=auth, memory_apps=lambda: memory_apps_lookup(backend)
-    )
+    app.add_middleware(AuthGuard, **guard)  # type: ignore[arg-type]
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     return app

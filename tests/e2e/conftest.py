@@ -35,7 +35,7 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
     import ray
     from ray import serve
 
-    from serve.app import build_app
+    from serve.app import deploy
     from serve.shard import shard_name
 
     data_dir: Path = tmp_path_factory.mktemp("engram-e2e")
@@ -50,7 +50,7 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
     # As many CPUs as the machines this runs on (2): replicas must fit there too.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="serve")
     serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
-    serve.run(build_app(settings), name=settings.serve.app_name, route_prefix="/")
+    deploy(settings)
     try:
         yield RunningApp(f"http://127.0.0.1:{settings.serve.port}", settings)
     finally:

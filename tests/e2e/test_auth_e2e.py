@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-from ray import serve
 
 from models.api import AddStructuredRequest, RecallRequest, TaskRequest, UserExportRequest, UserListRequest
 from models.privacy import ExportDownloadRequest
@@ -28,16 +27,15 @@ KEYS = [{"name": "ops", "key": ADMIN, "admin": True}, {"name": "shop", "key": SH
 
 @pytest.fixture(scope="module")
 def secured(engram_app: RunningApp) -> Iterator[RunningApp]:
-    from serve.app import build_app
+    from serve.app import deploy
 
     settings = engram_app.settings.model_copy(deep=True)
     settings.auth = settings.auth.model_validate({"api_keys": KEYS})
-    name = settings.serve.app_name
-    serve.run(build_app(settings), name=name, route_prefix="/")
+    deploy(settings)
     try:
         yield RunningApp(engram_app.url, settings)
     finally:
-        serve.run(build_app(engram_app.settings), name=name, route_prefix="/")
+        deploy(engram_app.settings)
 
 
 def post(app: RunningApp, route: str, body: dict[str, Any], key: str | None) -> tuple[int, int]:

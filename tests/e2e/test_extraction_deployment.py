@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import pytest
 
 from tests.e2e.conftest import RunningApp
+from tests.e2e.recovery import assert_all_done_exactly_once
 
 pytestmark = pytest.mark.e2e
 
@@ -84,18 +84,4 @@ def test_killed_extraction_replica_loses_and_duplicates_nothing(engram_app: Runn
     accepted += asyncio.run(accept(range(3, 5)))
     assert len(accepted) == 30
 
-    deadline = time.monotonic() + 180
-    with httpx.Client(base_url=engram_app.url, timeout=60) as http:
-        pending = {task_id for _, task_id in accepted}
-        while pending and time.monotonic() < deadline:
-            for task_id in list(pending):
-                answer = http.post("/memory/v1/task", json={"task_id": task_id}).json()
-                if answer["code"] == 0 and answer["data"]["status"] in ("DONE", "FAILED"):
-                    assert answer["data"]["status"] == "DONE"
-                    pending.discard(task_id)
-            time.sleep(0.1)
-        assert not pending, f"{len(pending)} accepted tasks never finished after the replica died"
-        for user in users:
-            log = http.post("/memory/v1/change_log", json={"user_id": user, "limit": 500}).json()["data"]
-            added = [c["content_after"] for c in log["changes"] if c["op_type"] == "ADD"]
-            assert len(added) == len(set(added)) == 5, "each accepted fact is stored exactly once"
+    assert_all_done_exactly_once(engram_app.url, accepted, facts_per_user=5)

@@ -20,6 +20,7 @@ from ray import serve
 
 from lifecycle.job import run_job
 from models.domain import utcnow
+from serve.app import recall_app_name
 from tests.e2e.conftest import RunningApp
 from tests.integration.test_isolation_suite import APPS, SESSIONS, Truth, slots, visible
 
@@ -81,8 +82,16 @@ def test_switches_short_circuit_at_the_ingress(engram_app: RunningApp) -> None:
     user = fresh("sw")
     kept = add(engram_app, user, "Keeps a sourdough starter")
     dropped = add(engram_app, user, "Went to a jazz concert", app_id="music")
-    handle = serve.get_app_handle(engram_app.settings.serve.app_name)
-    before = handle.gate_stats.remote().result()
+    # Writes pass the Ingress's gate; HTTP recalls the Recall app's own (its replica is the ingress).
+    gates = [
+        serve.get_app_handle(engram_app.settings.serve.app_name),
+        serve.get_app_handle(recall_app_name(engram_app.settings)),
+    ]
+
+    def refused() -> int:
+        return sum(int(h.gate_stats.remote().result()["refused"]) for h in gates)
+
+    before = refused()
 
     assert ok(engram_app, "user/switch", {"user_id": user, "enabled": False})["enabled"] is False
     for route, body in (
@@ -92,9 +101,8 @@ def test_switches_short_circuit_at_the_ingress(engram_app: RunningApp) -> None:
     ):
         status, payload = post(engram_app, route, body)
         assert (status, payload["code"]) == (403, 40301), route
-    # Refused at the ingress: nothing reached a shard (no task, no change) or the recall deployment.
-    after = handle.gate_stats.remote().result()
-    assert after["refused"] - before["refused"] == 3
+    # Refused at the gates: nothing reached a shard (no task, no change) or the recall pipeline.
+    assert refused() - before == 3
     changes = ok(engram_app, "change_log", {"user_id": user})["changes"]
     assert [c["op_type"] for c in changes] == ["ADD", "ADD"]
     listed = ok(engram_app, "user/list", {"user_id": user})

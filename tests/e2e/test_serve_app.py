@@ -82,9 +82,8 @@ def test_python_handle_returns_the_same_models(engram_app: RunningApp, client: E
 
 
 def test_user_config_changes_ranking_weights(engram_app: RunningApp, client: EngramClient) -> None:
-    from ray import serve
 
-    from serve.app import build_app
+    from serve.app import deploy
 
     def add(content: str, **extra: Any) -> str:
         created = client.add_structured(
@@ -99,30 +98,20 @@ def test_user_config_changes_ranking_weights(engram_app: RunningApp, client: Eng
     query = RecallRequest(user_id="e2e-4", query="green tea in the morning", min_relevance=0)
     assert client.recall(query).memories[0].memory_id == close
     overrides = {"recall": {"relevance_weight": 0.0, "weight_weight": 1.0}}
-    serve.run(
-        build_app(engram_app.settings, overrides), name=engram_app.settings.serve.app_name, route_prefix="/"
-    )
+    deploy(engram_app.settings, overrides)
     try:
         assert client.recall(query).memories[0].memory_id == strong
     finally:
         reset = {"recall": {"relevance_weight": 0.7, "weight_weight": 0.3}}
-        serve.run(
-            build_app(engram_app.settings, reset), name=engram_app.settings.serve.app_name, route_prefix="/"
-        )
+        deploy(engram_app.settings, reset)
 
 
 def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp) -> None:
     import asyncio
 
-    from ray import serve
+    from serve.app import deploy
 
-    from serve.app import build_app
-
-    serve.run(
-        build_app(engram_app.settings, {"capacity": {"global_limit": 20}}),
-        name=engram_app.settings.serve.app_name,
-        route_prefix="/",
-    )
+    deploy(engram_app.settings, {"capacity": {"global_limit": 20}})
 
     async def burst() -> list[int]:
         async with httpx.AsyncClient(base_url=engram_app.url, timeout=60) as http:
@@ -148,6 +137,4 @@ def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp)
         active = ops.count("ADD") - ops.count("DELETE") - ops.count("ARCHIVE")
         assert ops.count("ADD") == 200 and 0 < active <= 20
     finally:
-        serve.run(
-            build_app(engram_app.settings, {}), name=engram_app.settings.serve.app_name, route_prefix="/"
-        )
+        deploy(engram_app.settings, {})

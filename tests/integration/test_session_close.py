@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
+from actors.engines.base import EngineError, StructuredRequest
+from actors.engines.rules import RulesEngine
 from actors.memory_service import MemoryService
 from actors.session_close import SessionCloser
+from actors.tasks import VALUE_SESSION_TASK, MemoryValue, SessionValuation
 from actors.write_path import WritePath
 from lifecycle.archive import ColdArchive, LocalDirObjectStore
 from lifecycle.context import LifecycleStores
@@ -176,6 +180,117 @@ async def test_closing_an_empty_session_changes_nothing(service: MemoryService, 
         SessionCloseRequest(user_id="u1", session_id="nothing-here", to_be_continued=True)
     )
     assert (result.promoted, result.dropped, result.continuity_memory_id) == ([], [], None)
+
+
+# --- valuation by the engine layer ------------------------------------------------------------------
+
+
+class ValuingEngine:
+    """An LLM engine that keeps the session memories whose content holds one of ``keep`` words."""
+
+    name = "fake-llm"
+    is_llm = True
+
+    def __init__(self, *keep: str, fail: bool = False) -> None:
+        self.keep, self.fail = keep, fail
+        self.requests: list[StructuredRequest] = []
+
+    async def generate(self, requests: Sequence[StructuredRequest]) -> list[BaseModel | EngineError]:
+        self.requests.extend(requests)
+        answers: list[BaseModel | EngineError] = []
+        for request in requests:
+            if self.fail or request.task != VALUE_SESSION_TASK:
+                answers.append(EngineError("no valid answer"))
+                continue
+            values = [
+                MemoryValue(ref=m["ref"], keep=any(w in m["content"] for w in self.keep), reason="test")
+                for m in request.payload["memories"]
+            ]
+            values.append(MemoryValue(ref="42", keep=True, reason="invented"))  # never shown: ignored
+            answers.append(SessionValuation(memories=values))
+        return answers
+
+    async def close(self) -> None:
+        pass
+
+
+class CountingRules(RulesEngine):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def generate(self, requests: Sequence[StructuredRequest]) -> list[BaseModel | EngineError]:
+        self.calls += 1
+        return await super().generate(requests)
+
+
+def with_engine(settings: Settings, stores: Stores, clock: ManualClock, engine: Any) -> MemoryService:
+    return MemoryService(
+        settings, stores.metadata, stores.vectors, stores.embedder, clock=clock, engine=engine
+    )
+
+
+async def test_an_llm_engine_chooses_which_session_memories_to_keep(
+    settings: Settings, stores: Stores, clock: ManualClock
+) -> None:
+    engine = ValuingEngine("allergic", "Lisbon", "Likes")
+    service = with_engine(settings, stores, clock, engine)
+    kept = await add(service, "Is allergic to shellfish", app_id="chef", **in_session())
+    planned = await add(service, "Plans a trip to Lisbon in May", app_id="chef", **in_session())
+    chatter = await add(service, "Asked what time it is", app_id="chef", **in_session())
+    important = await add(service, "Said goodbye politely", app_id="chef", **in_session(is_important=True))
+    flagged = await add(service, "Wanted a joke", app_id="chef", **in_session())
+    elsewhere = await add(service, "Likes jazz", session_id="s2", level=Level.SESSION)
+
+    result = await SessionCloser(service).close(  # the default valuer uses the service's engine
+        SessionCloseRequest(user_id="u1", app_id="chef", session_id="s1", must_promote=[flagged])
+    )
+    # Kept by the engine, plus the important and flagged ones it said no to; the invented ref is ignored.
+    assert sorted(result.promoted) == sorted([kept, planned, important, flagged])
+    assert result.dropped == [chatter]
+    assert (await get(stores, chatter)).status is Status.DELETED
+    assert (await get(stores, elsewhere)).status is Status.ACTIVE  # the engine only saw session s1
+    # One request, about the memories the deterministic rule does not promote anyway.
+    [request] = engine.requests
+    assert sorted(m["memory_id"] for m in request.payload["memories"]) == sorted([kept, planned, chatter])
+    for mid in (kept, planned):
+        promoted = await get(stores, mid)
+        assert (promoted.level, promoted.app_id, promoted.session_id) == (Level.APP, "chef", None)
+    assert await counters(stores) == {
+        "app:chef": 4,
+        "global": 1,
+        "total": 5,
+        "important:app:chef": 1,
+        "important:total": 1,
+    }
+    await service.drain()
+
+
+async def test_a_failing_engine_falls_back_to_the_deterministic_rule(
+    settings: Settings, stores: Stores, clock: ManualClock
+) -> None:
+    engine = ValuingEngine("allergic", fail=True)
+    service = with_engine(settings, stores, clock, engine)
+    important = await add(service, "Is allergic to shellfish", **in_session(is_important=True))
+    other = await add(service, "Is allergic to cats", **in_session())
+    result = await SessionCloser(service).close(SessionCloseRequest(user_id="u1", session_id="s1"))
+    assert (result.promoted, result.dropped) == ([important], [other])
+    assert len(engine.requests) == 2  # asked, retried once, then the rule decided
+    await service.drain()
+
+
+async def test_the_rules_engine_is_never_asked_to_value_a_session(
+    settings: Settings, stores: Stores, clock: ManualClock
+) -> None:
+    engine = CountingRules()
+    service = with_engine(settings, stores, clock, engine)
+    flagged = await add(service, "Plans a trip to Lisbon in May", **in_session())
+    other = await add(service, "Is allergic to cats", **in_session())
+    result = await SessionCloser(service).close(
+        SessionCloseRequest(user_id="u1", session_id="s1", must_promote=[flagged])
+    )
+    assert (result.promoted, result.dropped) == ([flagged], [other])
+    assert engine.calls == 0
+    await service.drain()
 
 
 # --- through the HTTP app and the local backend (mailbox) -----------------------------------------

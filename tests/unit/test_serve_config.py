@@ -14,31 +14,39 @@ pytestmark = pytest.mark.unit
 CONFIG = Path(__file__).resolve().parents[2] / "cluster" / "serve_config.yaml"
 
 
-def test_config_names_the_app_and_its_deployments() -> None:
+def test_config_names_both_apps_and_their_deployments() -> None:
     from serve import app as app_module
+    from serve.http_app import RECALL_PATH
 
     config = yaml.safe_load(CONFIG.read_text())
-    [application] = config["applications"]
-    assert application["import_path"] == "serve.app:app"
-    module_name, attribute = application["import_path"].split(":")
-    assert module_name == app_module.__name__ and hasattr(app_module, attribute)
-    declared = {d["name"] for d in application["deployments"]}
-    assert declared == {
-        app_module.RecallDeployment.name,
+    apps = {a["import_path"]: a for a in config["applications"]}
+    assert set(apps) == {"serve.app:app", "serve.app:recall_app"}
+    for import_path in apps:
+        module_name, attribute = import_path.split(":")
+        assert module_name == app_module.__name__ and hasattr(app_module, attribute)
+    main, recall_app = apps["serve.app:app"], apps["serve.app:recall_app"]
+    assert main["route_prefix"] == "/" and recall_app["route_prefix"] == RECALL_PATH
+    defaults = Settings()
+    assert (main["name"], recall_app["name"]) == (
+        defaults.serve.app_name,
+        app_module.recall_app_name(defaults),
+    )
+    assert {d["name"] for d in main["deployments"]} == {
         app_module.Ingress.name,
         app_module.ExtractionDeployment.name,
     }
+    [recall] = recall_app["deployments"]
+    assert recall["name"] == app_module.RecallDeployment.name
     assert config["http_options"]["host"] == "127.0.0.1"
-    recall = next(d for d in application["deployments"] if d["name"] == "Recall")
     assert recall["autoscaling_config"]["min_replicas"] >= 1
-    extraction = next(d for d in application["deployments"] if d["name"] == "Extraction")
+    extraction = next(d for d in main["deployments"] if d["name"] == "Extraction")
     assert extraction["autoscaling_config"]["min_replicas"] >= 1
-    assert extraction["max_ongoing_requests"] >= Settings().engine.batch_max_size
+    assert extraction["max_ongoing_requests"] >= defaults.engine.batch_max_size
 
 
 def test_replicas_reserve_the_configured_cpus() -> None:
     # Serve's default (1 CPU each) leaves the three deployments unschedulable on a 2-core machine.
     config = yaml.safe_load(CONFIG.read_text())
-    [application] = config["applications"]
-    for deployment in application["deployments"]:
-        assert deployment["ray_actor_options"]["num_cpus"] == Settings().serve.replica_cpus
+    for application in config["applications"]:
+        for deployment in application["deployments"]:
+            assert deployment["ray_actor_options"]["num_cpus"] == Settings().serve.replica_cpus

@@ -1,0 +1,60 @@
+"""Synchronous point reads of the embedded SQLite database for the recall hot path.
+
+Every recall checks the user's switches and change version. Through SQLAlchemy async + aiosqlite
+each of those reads cost ~2 ms of CPU (a transaction, a worker-thread round trip, result
+processing: docs/benchmarks.md); one indexed ``sqlite3`` query on a read-only connection costs tens
+of microseconds and, in WAL mode, never waits for a writer. PostgreSQL keeps the async path:
+``open_quick_reader`` returns None for any other database.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+# Plain SQL over the tables of storage/schema.py (tests/integration/test_quick_reads.py keeps them
+# in step): the point of this module is to skip SQLAlchemy's per-statement work.
+VERSION_SQL = "SELECT version FROM user_versions WHERE user_id = ?"
+SWITCHES_SQL = "SELECT app_id, enabled FROM switches WHERE user_id = ?"
+
+
+class QuickReader:
+    """Read-only point queries on one SQLite file, from the event loop's thread."""
+
+    def __init__(self, path: Path) -> None:
+        # Opened lazily: the file may not exist before the shards have migrated it.
+        self._path = path
+        self._conn: sqlite3.Connection | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = sqlite3.connect(
+                f"file:{self._path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            )
+        return self._conn
+
+    def version(self, user_id: str) -> int:
+        """The user's change version (0 before any change)."""
+        row = self._connection().execute(VERSION_SQL, (user_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def switches(self, user_id: str) -> dict[str, bool]:
+        """The user's switch map ("" = the global switch); empty when nothing was switched."""
+        rows = self._connection().execute(SWITCHES_SQL, (user_id,)).fetchall()
+        return {str(app_id): bool(enabled) for app_id, enabled in rows}
+
+    def close(self) -> None:
+        """Close the connection; safe to call twice."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def open_quick_reader(database_url: str) -> QuickReader | None:
+    """A quick reader for a SQLite file URL, None for other databases (and in-memory SQLite)."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return QuickReader(Path(url.database))
