@@ -125,10 +125,6 @@ class Shard:
             gate=self._sweep_gate,
         )
 
-    async def record_recall_hits(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
-        """R4 bookkeeping, queued on the user's mailbox."""
-        (await self.backend()).write_path.record_recall_hits(user_id, memory_ids, at)
-
     async def record_recall_hit_batch(self, batch: Sequence[RecallHits]) -> None:
         """R4 bookkeeping of many recalls (sent in batches by recall replicas), each on its user's mailbox."""
         write_path = (await self.backend()).write_path
@@ -197,9 +193,6 @@ class ShardActor(ForwardPrivacy):
 
     async def sweep_users(self, user_ids: list[str], now: datetime, dry_run: bool) -> SweepCounts:
         return await self._shard.sweep_users(user_ids, now, dry_run)
-
-    async def record_recall_hits(self, user_id: str, memory_ids: list[str], at: datetime) -> None:
-        await self._shard.record_recall_hits(user_id, memory_ids, at)
 
     async def record_recall_hit_batch(self, batch: list[RecallHits]) -> None:
         await self._shard.record_recall_hit_batch(batch)

@@ -43,6 +43,14 @@ class EvictionRow:
     custom_tags: list[str]
 
 
+def keyset_after(
+    created: ColumnElement[Any], key: ColumnElement[Any], after: tuple[datetime, str]
+) -> ColumnElement[bool]:
+    """Rows after ``after`` (created_at, id) in (created_at, id) order: one page boundary."""
+    created_at, last_key = after
+    return or_(created > created_at, and_(created == created_at, key > last_key))
+
+
 class MetadataStore:
     """Opens transactions over the metadata database."""
 
@@ -244,23 +252,6 @@ class MetadataTx:
             .where(and_(memories.c.user_id == user_id, memories.c.memory_id.in_(list(memory_ids))))
             .values(**stamps)
         )
-
-    async def record_recall_hit(
-        self, user_id: str, memory_id: str, *, weight: float, at: datetime, recall_count: int
-    ) -> bool:
-        """Store a recall hit's bookkeeping (R4) on an ACTIVE memory only; False when it is not."""
-        result = await self.conn.execute(
-            update(memories)
-            .where(
-                and_(
-                    memories.c.user_id == user_id,
-                    memories.c.memory_id == memory_id,
-                    memories.c.status == Status.ACTIVE.value,
-                )
-            )
-            .values(weight=weight, weight_at=at, last_recalled_at=at, recall_count=recall_count)
-        )
-        return bool(result.rowcount)
 
     async def record_recall_hits(
         self, user_id: str, hits: Mapping[str, tuple[float, int]], at: datetime
@@ -535,13 +526,7 @@ class MetadataTx:
         """PENDING or RUNNING tasks, oldest first; ``after`` (created_at, task_id) pages on."""
         conditions: list[ColumnElement[bool]] = [write_tasks.c.status.in_(_UNFINISHED)]
         if after is not None:
-            created_at, task_id = after
-            conditions.append(
-                or_(
-                    write_tasks.c.created_at > created_at,
-                    and_(write_tasks.c.created_at == created_at, write_tasks.c.task_id > task_id),
-                )
-            )
+            conditions.append(keyset_after(write_tasks.c.created_at, write_tasks.c.task_id, after))
         query = (
             select(write_tasks)
             .where(and_(*conditions))

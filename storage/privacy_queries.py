@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy import and_, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
 from models.domain import ChangeLogEntry, Memory
 from models.enums import Level, MemType, OpSource, OpType, Status, TaskStatus
-from storage.metadata import MetadataTx
+from storage.metadata import MetadataTx, keyset_after
 from storage.schema import capacity_counters, change_log, memories, switches, write_tasks
 
 
@@ -91,13 +91,7 @@ async def memory_page(
     """One page of the user's memories in (created_at, memory_id) order, starting after ``after``."""
     conditions = _conditions(flt)
     if after is not None:
-        created_at, memory_id = after
-        conditions.append(
-            or_(
-                memories.c.created_at > created_at,
-                and_(memories.c.created_at == created_at, memories.c.memory_id > memory_id),
-            )
-        )
+        conditions.append(keyset_after(memories.c.created_at, memories.c.memory_id, after))
     query = (
         select(memories)
         .where(and_(*conditions))

@@ -117,7 +117,7 @@ async def test_an_expired_snapshot_refreshes_weights_without_reloading(
     )
     first = await cache.get("u1")
     async with stores.metadata.transaction() as tx:  # a hit elsewhere: no version bump
-        assert await tx.record_recall_hit("u1", memory_id, weight=0.42, at=clock.now, recall_count=7)
+        await tx.record_recall_hits("u1", {memory_id: (0.42, 7)}, clock.now)
     assert (await cache.get("u1")).memories[0].recall_count == 0, "fresh within the TTL"
     ticks[0] = 61.0
     refreshed = await cache.get("u1")
