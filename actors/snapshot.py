@@ -77,12 +77,12 @@ class SnapshotCache:
     async def get(self, user_id: str) -> UserSnapshot:
         """The user's current snapshot, loading it when missing or stale."""
         cached = self._cache.get(user_id)
-        if (
-            self._quick is not None
-            and cached is not None
-            and self._monotonic() - cached.loaded_at < self._ttl_s
-            and self._quick.version(user_id) == cached.version
-        ):
+        if self._quick is not None and cached is not None and self._quick.version(user_id) == cached.version:
+            if self._monotonic() - cached.loaded_at >= self._ttl_s:
+                # A version read and the weight read are two statements: a change committed
+                # between them moves the version, and the next recall reloads the user anyway.
+                _apply_bookkeeping(cached, self._quick.recall_bookkeeping(user_id))
+                cached.loaded_at = self._monotonic()
             self._cache.move_to_end(user_id)
             return cached
         async with self._metadata.transaction(readonly=True) as tx:

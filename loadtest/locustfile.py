@@ -1,16 +1,28 @@
 """Locust load for Engram: a recall-heavy mix with adds, plus /healthz as the framework's floor.
 
-Run by ``engram loadtest``; the environment gives ENGRAM_LT_USERS (seeded user count). Each locust
-user offers a constant throughput (set by the command), so the total offered load is fixed.
+Run by ``engram loadtest``; the environment gives ENGRAM_LT_USERS (seeded user count) and each
+locust user's rate. Each user starts requests as a Poisson process at that rate
+(``loadtest.arrivals``), so the total offered load is fixed and free of lockstep bursts.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
+from pathlib import Path
+from typing import Any
 
-from locust import HttpUser, constant_throughput, task
+import gevent
+from locust import HttpUser, events, task
+from locust.env import Environment
 
+from loadtest.arrivals import PoissonPacing
+
+# Where the final figures go (``engram loadtest`` reads them): locust's CSV is rewritten once a
+# second and its last version misses the requests of the run's last moments.
+STATS_FILE = os.environ.get("ENGRAM_LT_STATS_FILE")
+PERCENTILES = (0.5, 0.95, 0.99)
 SEEDED_USERS = int(os.environ.get("ENGRAM_LT_USERS", "1000"))
 PER_USER_RPS = float(os.environ.get("ENGRAM_LT_PER_USER_RPS", "1"))
 QUERIES = [
@@ -28,7 +40,12 @@ QUERIES = [
 class EngramAgent(HttpUser):
     """An agent recalling far more often than it writes."""
 
-    wait_time = constant_throughput(PER_USER_RPS)
+    def on_start(self) -> None:
+        self._pacing = PoissonPacing(PER_USER_RPS)
+        gevent.sleep(self._pacing.wait())  # users spawned in one instant must not start together
+
+    def wait_time(self) -> float:
+        return self._pacing.wait()
 
     @task(18)
     def recall(self) -> None:
@@ -53,3 +70,21 @@ class EngramAgent(HttpUser):
     @task(1)
     def healthz(self) -> None:
         self.client.get("/healthz", name="healthz")
+
+
+def _write_final_stats(environment: Environment, **_: Any) -> None:
+    if not STATS_FILE or environment.stats is None:
+        return
+    figures = {
+        entry.name: {
+            "requests": entry.num_requests,
+            "failures": entry.num_failures,
+            "rps": entry.total_rps,
+            **{f"p{round(q * 100)}": entry.get_response_time_percentile(q) for q in PERCENTILES},
+        }
+        for entry in environment.stats.entries.values()
+    }
+    Path(STATS_FILE).write_text(json.dumps(figures))
+
+
+events.quitting.add_listener(_write_final_stats)  # type: ignore[no-untyped-call]

@@ -7,7 +7,6 @@ printed is one JSON object with the recall and /healthz percentiles read from lo
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import math
 import os
@@ -71,15 +70,15 @@ def run(
         "memories_per_user": memories,
         "offered_recall_rps": recall_rps,
         "duration_s": duration_s,
-        "recall_p50_ms": recall["50%"],
-        "recall_p95_ms": recall["95%"],
-        "recall_p99_ms": recall["99%"],
-        "recall_rps": recall["Requests/s"],
-        "recall_requests": recall["Request Count"],
-        "healthz_p50_ms": health["50%"],
-        "healthz_p99_ms": health["99%"],
-        "add_p99_ms": add.get("99%"),
-        "errors": int(sum(row["Failure Count"] for name, row in stats.items() if name != "Aggregated")),
+        "recall_p50_ms": recall["p50"],
+        "recall_p95_ms": recall["p95"],
+        "recall_p99_ms": recall["p99"],
+        "recall_rps": recall["rps"],
+        "recall_requests": recall["requests"],
+        "healthz_p50_ms": health["p50"],
+        "healthz_p99_ms": health["p99"],
+        "add_p99_ms": add.get("p99"),
+        "errors": int(sum(row["failures"] for name, row in stats.items() if name != "Aggregated")),
     }
 
 
@@ -171,29 +170,24 @@ def _stop_app(data_dir: Path) -> None:
 def _locust(url: str, users: int, recall_rps: float, duration_s: int) -> dict[str, dict[str, float]]:
     total_rps = recall_rps / RECALL_SHARE
     clients = max(10, math.ceil(total_rps))
-    prefix = Path(tempfile.mkdtemp(prefix="engram-locust-")) / "run"
-    env = {**os.environ, "ENGRAM_LT_USERS": str(users), "ENGRAM_LT_PER_USER_RPS": str(total_rps / clients)}
+    stats_file = Path(tempfile.mkdtemp(prefix="engram-locust-")) / "stats.json"
+    env = {
+        **os.environ,
+        "ENGRAM_LT_USERS": str(users),
+        "ENGRAM_LT_PER_USER_RPS": str(total_rps / clients),
+        "ENGRAM_LT_STATS_FILE": str(stats_file),
+    }
     command = [
         "nice", "-n", "19", sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
         "-u", str(clients), "-r", str(clients), "-t", f"{duration_s}s", "--host", url,
-        "--csv", str(prefix), "--only-summary", "--loglevel", "WARNING",
+        "--only-summary", "--loglevel", "WARNING",
     ]  # fmt: skip
     print(
-        f"locust: {clients} clients offering {total_rps:.1f} req/s for {duration_s} s",
+        f"locust: {clients} clients offering {total_rps:.1f} req/s (Poisson arrivals) for {duration_s} s",
         file=sys.stderr,
         flush=True,
     )
     subprocess.run(command, env=env, check=False, stdout=subprocess.DEVNULL)  # noqa: S603
-    with Path(f"{prefix}_stats.csv").open() as handle:
-        rows = {row["Name"]: row for row in csv.DictReader(handle)}
-    return {
-        name: {k: _number(v) for k, v in row.items() if k not in ("Type", "Name")}
-        for name, row in rows.items()
-    }
-
-
-def _number(value: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        return math.nan
+    figures: dict[str, dict[str, float]] = json.loads(stats_file.read_text())
+    shutil.rmtree(stats_file.parent, ignore_errors=True)
+    return figures

@@ -1,7 +1,7 @@
 """The switch gate at the ingress (SPEC P1, R2): a switched-off user costs no model or vector work.
 
-``GatedBackend`` wraps the backend the routes and handles use. Writes and recalls of a switched-off
-user or app are refused (40301) or narrowed before anything is sent on, so no task is recorded,
+``GatedBackend`` wraps the backend the routes and handles use. Writes, session closes and recalls of a
+switched-off user or app are refused (40301) or narrowed before anything is sent on, so no task is recorded,
 nothing is extracted, embedded or searched. Every other operation passes through untouched: list,
 delete, purge, export and the lifecycle keep working while a switch is off.
 """
@@ -21,6 +21,8 @@ from models.api import (
     MemoryView,
     RecallRequest,
     RecallResponse,
+    SessionCloseRequest,
+    SessionCloseResult,
     TaskAccepted,
     UpdateRequest,
 )
@@ -73,6 +75,13 @@ class GatedBackend:
     async def recall(self, request: RecallRequest) -> RecallResponse:
         allowed: RecallRequest = await self._check(lambda s: gate_recall(s, request), request.user_id)
         result: RecallResponse = await self._inner.recall(allowed)
+        return result
+
+    async def session_close(self, request: SessionCloseRequest) -> SessionCloseResult:
+        # Closing a session values its memories with the engine and promotes them or writes a
+        # continuity memory: stores, like an add. The lifecycle expires what stays behind (L4).
+        await self._check(lambda s: check_store(s, request.app_id), request.user_id)
+        result: SessionCloseResult = await self._inner.session_close(request)
         return result
 
     async def update(self, request: UpdateRequest) -> MemoryView:

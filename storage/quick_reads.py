@@ -1,23 +1,32 @@
 """Synchronous point reads of the embedded SQLite database for the recall hot path.
 
-Every recall checks the user's switches and change version. Through SQLAlchemy async + aiosqlite
-each of those reads cost ~2 ms of CPU (a transaction, a worker-thread round trip, result
-processing: docs/benchmarks.md); one indexed ``sqlite3`` query on a read-only connection costs tens
-of microseconds and, in WAL mode, never waits for a writer. PostgreSQL keeps the async path:
+Every recall checks the user's switches and change version, and a snapshot past its time-to-live
+re-reads its weights. Through SQLAlchemy async + aiosqlite each of those reads cost ~2 ms of CPU
+(a transaction, a worker-thread round trip, result processing: docs/benchmarks.md); one indexed
+``sqlite3`` query on a read-only connection costs tens of microseconds and, in WAL mode, never waits
+for a writer. PostgreSQL keeps the async path:
 ``open_quick_reader`` returns None for any other database.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
+
+from models.enums import Status
+from storage.metadata import RecallBookkeeping
 
 # Plain SQL over the tables of storage/schema.py (tests/integration/test_quick_reads.py keeps them
 # in step): the point of this module is to skip SQLAlchemy's per-statement work.
 VERSION_SQL = "SELECT version FROM user_versions WHERE user_id = ?"
 SWITCHES_SQL = "SELECT app_id, enabled FROM switches WHERE user_id = ?"
+BOOKKEEPING_SQL = (
+    "SELECT memory_id, weight, weight_at, recall_count, last_recalled_at"
+    " FROM memories WHERE user_id = ? AND status = ?"
+)
 
 
 class QuickReader:
@@ -45,11 +54,26 @@ class QuickReader:
         rows = self._connection().execute(SWITCHES_SQL, (user_id,)).fetchall()
         return {str(app_id): bool(enabled) for app_id, enabled in rows}
 
+    def recall_bookkeeping(self, user_id: str) -> dict[str, RecallBookkeeping]:
+        """Weight and hit columns of the user's ACTIVE memories, as ``MetadataTx.recall_bookkeeping``."""
+        rows = self._connection().execute(BOOKKEEPING_SQL, (user_id, Status.ACTIVE.value)).fetchall()
+        return {
+            str(memory_id): RecallBookkeeping(
+                float(weight), _utc(weight_at), int(recall_count), _utc(last) if last else None
+            )
+            for memory_id, weight, weight_at, recall_count, last in rows
+        }
+
     def close(self) -> None:
         """Close the connection; safe to call twice."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _utc(stored: str) -> datetime:
+    # storage.schema.UTCDateTime keeps naive UTC on SQLite, as "YYYY-MM-DD HH:MM:SS.ffffff".
+    return datetime.fromisoformat(stored).replace(tzinfo=UTC)
 
 
 def open_quick_reader(database_url: str) -> QuickReader | None:

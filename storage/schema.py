@@ -97,7 +97,10 @@ memories = Table(
     # D5: the recall filter, the eviction order and the lifecycle scans.
     Index(None, "user_id", "app_id", "level", "ownership", "mem_type", "status"),
     Index(None, "user_id", "level", "app_id", "weight", "last_recalled_at"),
-    Index(None, "user_id", "content_hash"),
+    # Per-user reads by status (snapshot weights, dedup): without them SQLite, having no
+    # statistics, walked the status-led lifecycle indexes across every user (migration 0004).
+    Index(None, "user_id", "status"),
+    Index(None, "user_id", "content_hash", "status"),
     Index(None, "status", "weight"),
     Index(None, "status", "expire_at"),
     Index(None, "status", "archived_at"),

@@ -138,3 +138,19 @@ def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp)
         assert ops.count("ADD") == 200 and 0 < active <= 20
     finally:
         deploy(engram_app.settings, {})
+
+
+def test_recall_replica_freezes_its_warm_snapshots(engram_app: RunningApp) -> None:
+    from ray import serve
+
+    from serve.app import RecallDeployment, recall_app_name
+
+    handle = serve.get_deployment_handle(RecallDeployment.name, app_name=recall_app_name(engram_app.settings))
+    deadline = time.monotonic() + 120
+    state = handle.warm_status.remote().result()
+    while not state["done"] and time.monotonic() < deadline:
+        time.sleep(0.2)  # polls a background warm-up until it reports done
+        state = handle.warm_status.remote().result()
+    assert state["done"] == 1.0
+    # The collector no longer walks what the warm-up loaded (full collections stalled recall).
+    assert state["frozen_objects"] > 0

@@ -72,12 +72,13 @@ async def test_switched_off_user_costs_no_model_time(app: PrivacyApp) -> None:
         ("add_structured", memory("sw1", "Plays chess on Sundays")),
         ("recall", {"user_id": "sw1", "query": "bees"}),
         ("update", {"user_id": "sw1", "memory_id": kept, "content": "Keeps two hives"}),
+        ("session/close", {"user_id": "sw1", "session_id": "s1", "to_be_continued": True}),
     ):
         status, payload = await app.post(route, body)
         assert (status, payload["code"]) == (403, 40301), route
     await app.write_path.drain()
-    # The counters: not one text embedded, not one engine request, four refusals at the gate.
-    assert (app.embedder.texts, app.engine.requests, app.gate.refused) == (embedded, extracted, refused + 4)
+    # The counters: not one text embedded, not one engine request, five refusals at the gate.
+    assert (app.embedder.texts, app.engine.requests, app.gate.refused) == (embedded, extracted, refused + 5)
 
     # list and delete still work while off, and nothing new was stored.
     listed = await app.ok("user/list", {"user_id": "sw1"})

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from actors.memory_service import MemoryService
 from actors.snapshot import SnapshotCache
 from models.api import AddStructuredRequest, DeleteRequest, MemoryCreated
 from models.enums import MemType, Ownership
 from storage.privacy_queries import set_switch
-from storage.quick_reads import open_quick_reader
+from storage.quick_reads import BOOKKEEPING_SQL, open_quick_reader
 from storage.stores import Stores
 from tests.conftest import ManualClock
 
@@ -51,3 +54,39 @@ async def test_versions_and_switches_match_the_store(
     await service.delete(DeleteRequest(user_id="u1", memory_id=created.memory_id))
     assert (await cache.get("u1")).memories == []
     quick.close()
+
+
+async def test_recall_bookkeeping_matches_the_store(
+    stores: Stores, service: MemoryService, clock: ManualClock, database_url: str
+) -> None:
+    quick = open_quick_reader(database_url)
+    if quick is None:
+        pytest.skip("quick reads exist for SQLite only")
+    ids = []
+    for text in ("Likes tea", "Plays chess"):
+        request = AddStructuredRequest(
+            user_id="u1", content=text, ownership=Ownership.USER, mem_type=MemType.SEMANTIC, sync=True
+        )
+        created = await service.add_structured(request)
+        assert isinstance(created, MemoryCreated)
+        ids.append(created.memory_id)
+    await service.record_recall_hits("u1", [ids[0]], clock.now)  # one with a hit, one without
+    await service.delete(DeleteRequest(user_id="u1", memory_id=ids[1]))  # not ACTIVE: left out
+    async with stores.metadata.transaction(readonly=True) as tx:
+        expected = await tx.recall_bookkeeping("u1")
+    assert quick.recall_bookkeeping("u1") == expected
+    assert set(expected) == {ids[0]} and expected[ids[0]].last_recalled_at == clock.now
+    assert quick.recall_bookkeeping("nobody") == {}
+    quick.close()
+
+
+async def test_per_user_status_reads_search_by_user(stores: Stores, database_url: str) -> None:
+    # SQLite has no statistics here: it must still pick an index that leads with the user rather
+    # than walk every user's ACTIVE rows through a (status, ...) index.
+    if open_quick_reader(database_url) is None:
+        pytest.skip("SQLite query plans")
+    dedup = "SELECT memory_id FROM memories WHERE user_id = ? AND content_hash = ? AND status = ?"
+    with contextlib.closing(sqlite3.connect(str(make_url(database_url).database))) as conn:
+        for sql, args in ((BOOKKEEPING_SQL, ("u1", "ACTIVE")), (dedup, ("u1", "h", "ACTIVE"))):
+            plan = " ".join(str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args))
+            assert "(user_id=? AND" in plan, plan

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import cast
 
 import numpy as np
 import pytest
@@ -13,6 +15,8 @@ from actors.snapshot import SnapshotCache
 from models.api import AddStructuredRequest, DeleteRequest, MemoryCreated
 from models.enums import MemType, Ownership
 from storage import vector_copies
+from storage.metadata import MetadataStore, MetadataTx
+from storage.quick_reads import open_quick_reader
 from storage.schema import memory_vectors
 from storage.stores import Stores
 from storage.vector_copies import CopyingVectorStore
@@ -31,6 +35,18 @@ class CountingSource:
     async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
         self.asked.extend(memory_ids)
         return await self.inner.index.get_vectors(memory_ids)
+
+
+class CountingMetadata:
+    """The metadata store, counting the transactions a snapshot cache opens."""
+
+    def __init__(self, inner: MetadataStore) -> None:
+        self.inner = inner
+        self.transactions = 0
+
+    def transaction(self, *, readonly: bool = False) -> AbstractAsyncContextManager[MetadataTx]:
+        self.transactions += 1
+        return self.inner.transaction(readonly=readonly)
 
 
 async def _remember(service: MemoryService, text: str, user_id: str = "u1") -> str:
@@ -106,14 +122,25 @@ async def test_copies_of_a_shredded_user_are_unreadable(stores: Stores, service:
         assert await vector_copies.for_user(tx, "u1") == {}
 
 
+@pytest.mark.parametrize("reads", ["async", "quick"])
 async def test_an_expired_snapshot_refreshes_weights_without_reloading(
-    stores: Stores, service: MemoryService, clock: ManualClock
+    stores: Stores, service: MemoryService, clock: ManualClock, database_url: str, reads: str
 ) -> None:
+    quick = open_quick_reader(database_url) if reads == "quick" else None
+    if reads == "quick" and quick is None:
+        pytest.skip("quick reads exist for SQLite only")
     memory_id = await _remember(service, "Swims every morning")
     ticks = [0.0]
     source = CountingSource(_copying(stores))
+    metadata = CountingMetadata(stores.metadata)
     cache = SnapshotCache(
-        stores.metadata, source, stores.embedder, max_users=10, ttl_s=60, monotonic=lambda: ticks[0]
+        cast(MetadataStore, metadata),
+        source,
+        stores.embedder,
+        max_users=10,
+        ttl_s=60,
+        monotonic=lambda: ticks[0],
+        quick=quick,
     )
     first = await cache.get("u1")
     async with stores.metadata.transaction() as tx:  # a hit elsewhere: no version bump
@@ -124,4 +151,7 @@ async def test_an_expired_snapshot_refreshes_weights_without_reloading(
     assert refreshed is first, "refreshed in place, not rebuilt"
     assert (refreshed.memories[0].weight, refreshed.memories[0].recall_count) == (0.42, 7)
     assert refreshed.memories[0].last_recalled_at == clock.now
+    assert refreshed.memories[0].weight_at == clock.now
     assert source.asked == []
+    # The load opened one transaction; with quick reads the checks and the refresh open none.
+    assert metadata.transactions == (1 if quick else 3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import random
 
 import pytest
@@ -26,3 +27,43 @@ def test_seed_texts_are_varied() -> None:
     rng = random.Random(1)
     texts = {fact(rng, n) for n in range(100)}
     assert len(texts) == 100
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_poisson_pacing_keeps_the_offered_rate_and_its_schedule() -> None:
+    from loadtest.arrivals import PoissonPacing
+
+    clock = _Clock()
+    pacing = PoissonPacing(2.0, rng=random.Random(5), clock=clock)
+    starts = []
+    for _ in range(4000):
+        clock.now += pacing.wait()
+        starts.append(clock.now)
+        clock.now += 0.05  # the request's own latency must not delay the schedule
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    mean = sum(gaps) / len(gaps)
+    assert 0.47 < mean < 0.53  # 1 / rate
+    # Exponential gaps: about e^-1 of them exceed the mean (constant pacing would give none or all).
+    longer = sum(g > 0.5 for g in gaps) / len(gaps)
+    assert 0.33 < longer < 0.41
+
+
+def test_poisson_pacing_starts_clients_apart_and_catches_up_without_negative_waits() -> None:
+    from loadtest.arrivals import PoissonPacing
+
+    clock = _Clock()
+    firsts = {PoissonPacing(1.0, rng=random.Random(seed), clock=clock).wait() for seed in range(20)}
+    assert len(firsts) == 20 and all(w >= 0 for w in firsts)
+    pacing = PoissonPacing(10.0, rng=random.Random(1), clock=clock)
+    pacing.wait()
+    clock.now += 60  # a very slow answer: the schedule is behind, the next start goes at once
+    assert pacing.wait() == 0.0
+    with pytest.raises(ValueError, match="positive"):
+        PoissonPacing(0)
