@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from actors.snapshot import SnapshotCache
 from models.api import AddStructuredRequest, DeleteRequest, MemoryCreated
 from models.enums import MemType, Ownership
 from storage.privacy_queries import set_switch
-from storage.quick_reads import BOOKKEEPING_SQL, open_quick_reader
+from storage.quick_reads import BOOKKEEPING_SQL, QuickReader, open_quick_reader
 from storage.stores import Stores
 from tests.conftest import ManualClock
 
@@ -27,18 +28,29 @@ def test_only_sqlite_files_get_a_quick_reader(tmp_path: Path) -> None:
     assert open_quick_reader("postgresql+asyncpg://postgres@127.0.0.1:5432/test") is None
 
 
-async def test_versions_and_switches_match_the_store(
-    stores: Stores, service: MemoryService, clock: ManualClock, database_url: str
-) -> None:
-    quick = open_quick_reader(database_url)
-    if quick is None:
+@pytest.fixture
+def quick(database_url: str) -> Iterator[QuickReader]:
+    reader = open_quick_reader(database_url)
+    if reader is None:
         pytest.skip("quick reads exist for SQLite only")
-    assert (quick.version("u1"), quick.switches("u1")) == (0, {})
+    yield reader
+    reader.close()
+
+
+async def _remember(service: MemoryService, text: str) -> str:
     request = AddStructuredRequest(
-        user_id="u1", content="Likes tea", ownership=Ownership.USER, mem_type=MemType.SEMANTIC, sync=True
+        user_id="u1", content=text, ownership=Ownership.USER, mem_type=MemType.SEMANTIC, sync=True
     )
     created = await service.add_structured(request)
     assert isinstance(created, MemoryCreated)
+    return created.memory_id
+
+
+async def test_versions_and_switches_match_the_store(
+    stores: Stores, service: MemoryService, clock: ManualClock, quick: QuickReader
+) -> None:
+    assert (quick.version("u1"), quick.switches("u1")) == (0, {})
+    memory_id = await _remember(service, "Likes tea")
     async with stores.metadata.transaction() as tx:
         await set_switch(tx, "u1", "", False, clock.now)
         await set_switch(tx, "u1", "shop", True, clock.now)
@@ -51,25 +63,14 @@ async def test_versions_and_switches_match_the_store(
         stores.metadata, stores.vectors, stores.embedder, max_users=5, ttl_s=60, quick=quick
     )
     assert len((await cache.get("u1")).memories) == 1
-    await service.delete(DeleteRequest(user_id="u1", memory_id=created.memory_id))
+    await service.delete(DeleteRequest(user_id="u1", memory_id=memory_id))
     assert (await cache.get("u1")).memories == []
-    quick.close()
 
 
 async def test_recall_bookkeeping_matches_the_store(
-    stores: Stores, service: MemoryService, clock: ManualClock, database_url: str
+    stores: Stores, service: MemoryService, clock: ManualClock, quick: QuickReader
 ) -> None:
-    quick = open_quick_reader(database_url)
-    if quick is None:
-        pytest.skip("quick reads exist for SQLite only")
-    ids = []
-    for text in ("Likes tea", "Plays chess"):
-        request = AddStructuredRequest(
-            user_id="u1", content=text, ownership=Ownership.USER, mem_type=MemType.SEMANTIC, sync=True
-        )
-        created = await service.add_structured(request)
-        assert isinstance(created, MemoryCreated)
-        ids.append(created.memory_id)
+    ids = [await _remember(service, text) for text in ("Likes tea", "Plays chess")]
     await service.record_recall_hits("u1", [ids[0]], clock.now)  # one with a hit, one without
     await service.delete(DeleteRequest(user_id="u1", memory_id=ids[1]))  # not ACTIVE: left out
     async with stores.metadata.transaction(readonly=True) as tx:
@@ -77,14 +78,13 @@ async def test_recall_bookkeeping_matches_the_store(
     assert quick.recall_bookkeeping("u1") == expected
     assert set(expected) == {ids[0]} and expected[ids[0]].last_recalled_at == clock.now
     assert quick.recall_bookkeeping("nobody") == {}
-    quick.close()
 
 
-async def test_per_user_status_reads_search_by_user(stores: Stores, database_url: str) -> None:
+async def test_per_user_status_reads_search_by_user(
+    stores: Stores, database_url: str, quick: QuickReader
+) -> None:
     # SQLite has no statistics here: it must still pick an index that leads with the user rather
     # than walk every user's ACTIVE rows through a (status, ...) index.
-    if open_quick_reader(database_url) is None:
-        pytest.skip("SQLite query plans")
     dedup = "SELECT memory_id FROM memories WHERE user_id = ? AND content_hash = ? AND status = ?"
     with contextlib.closing(sqlite3.connect(str(make_url(database_url).database))) as conn:
         for sql, args in ((BOOKKEEPING_SQL, ("u1", "ACTIVE")), (dedup, ("u1", "h", "ACTIVE"))):
