@@ -107,7 +107,13 @@ class CopyingVectorStore:
         await self.index.close()
 
     async def upsert(self, records: Sequence[VectorRecord]) -> None:
-        """Write to the index, then the copies (a copy never claims more than the index holds)."""
+        """Drop the old copies, write to the index, then the new copies.
+
+        A crash between two steps leaves a copy missing (a slower snapshot load), never one that
+        disagrees with the index (a re-embedded memory scored with its old vector).
+        """
+        async with self._metadata.transaction() as tx:
+            await remove(tx, [r.memory_id for r in records])
         await self.index.upsert(records)
         async with self._metadata.transaction() as tx:
             await put(tx, records)

@@ -13,13 +13,14 @@ from sqlalchemy import select
 from actors.memory_service import MemoryService
 from actors.snapshot import SnapshotCache
 from models.api import AddStructuredRequest, DeleteRequest, MemoryCreated
-from models.enums import MemType, Ownership
+from models.enums import Level, MemType, Ownership
 from storage import vector_copies
 from storage.metadata import MetadataStore, MetadataTx
 from storage.quick_reads import open_quick_reader
 from storage.schema import memory_vectors
 from storage.stores import Stores
 from storage.vector_copies import CopyingVectorStore
+from storage.vectors import VectorRecord
 from tests.conftest import ManualClock
 
 pytestmark = pytest.mark.integration
@@ -99,6 +100,25 @@ async def test_a_missing_copy_falls_back_to_the_index(stores: Stores, service: M
     expected = (await _copying(stores).index.get_vectors([lost]))[lost]
     np.testing.assert_allclose(snapshot.vectors[position], expected, rtol=1e-6)
     assert kept in [m.memory_id for m in snapshot.memories]
+
+
+async def test_a_failed_copy_write_leaves_no_stale_copy(
+    stores: Stores, service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory_id = await _remember(service, "Drives a blue car")
+    store = _copying(stores)
+    [old] = (await store.index.get_vectors([memory_id])).values()
+    record = VectorRecord(memory_id, "u1", "", None, Level.GLOBAL, Ownership.USER, MemType.SEMANTIC, -old)
+
+    async def crash(tx: MetadataTx, records: Sequence[VectorRecord]) -> None:
+        raise RuntimeError("process died between the index write and the copy write")
+
+    monkeypatch.setattr(vector_copies, "put", crash)
+    with pytest.raises(RuntimeError):
+        await store.upsert([record])  # a re-embed: the index takes the new vector, the copy fails
+    async with stores.metadata.transaction(readonly=True) as tx:
+        assert await vector_copies.for_user(tx, "u1") == {}, "the old copy must not outlive the write"
+    np.testing.assert_allclose((await store.get_vectors([memory_id]))[memory_id], -old, rtol=1e-6)
 
 
 async def test_delete_and_delete_user_remove_copies(stores: Stores, service: MemoryService) -> None:
