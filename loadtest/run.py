@@ -64,7 +64,9 @@ def run(
     finally:
         if started_here is not None:
             _stop_app(started_here[1])
-    recall, health, add = stats["recall"], stats["healthz"], stats.get("add", {})
+    if "recall" not in stats:
+        raise RuntimeError("locust made no recall request")
+    recall, health, add = stats["recall"], stats.get("healthz", {}), stats.get("add", {})
     return {
         "users": users,
         "memories_per_user": memories,
@@ -75,8 +77,8 @@ def run(
         "recall_p99_ms": recall["p99"],
         "recall_rps": recall["rps"],
         "recall_requests": recall["requests"],
-        "healthz_p50_ms": health["p50"],
-        "healthz_p99_ms": health["p99"],
+        "healthz_p50_ms": health.get("p50"),
+        "healthz_p99_ms": health.get("p99"),
         "add_p99_ms": add.get("p99"),
         "errors": int(sum(row["failures"] for name, row in stats.items() if name != "Aggregated")),
     }
@@ -181,13 +183,17 @@ def _locust(url: str, users: int, recall_rps: float, duration_s: int) -> dict[st
         "nice", "-n", "19", sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
         "-u", str(clients), "-r", str(clients), "-t", f"{duration_s}s", "--host", url,
         "--only-summary", "--loglevel", "WARNING",
+        # Requests in flight when the time is up finish and count, instead of being dropped.
+        "--stop-timeout", "10",
     ]  # fmt: skip
     print(
         f"locust: {clients} clients offering {total_rps:.1f} req/s (Poisson arrivals) for {duration_s} s",
         file=sys.stderr,
         flush=True,
     )
-    subprocess.run(command, env=env, check=False, stdout=subprocess.DEVNULL)  # noqa: S603
+    done = subprocess.run(command, env=env, check=False, stdout=subprocess.DEVNULL)  # noqa: S603
+    if not stats_file.exists():
+        raise RuntimeError(f"locust exited with {done.returncode} and wrote no statistics")
     figures: dict[str, dict[str, float]] = json.loads(stats_file.read_text())
     shutil.rmtree(stats_file.parent, ignore_errors=True)
     return figures
