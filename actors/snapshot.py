@@ -78,22 +78,18 @@ class SnapshotCache:
         """The user's current snapshot, loading it when missing or stale."""
         cached = self._cache.get(user_id)
         if self._quick is not None and cached is not None and self._quick.version(user_id) == cached.version:
-            if self._monotonic() - cached.loaded_at >= self._ttl_s:
+            if self._expired(cached):
                 # A version read and the weight read are two statements: a change committed
                 # between them moves the version, and the next recall reloads the user anyway.
-                _apply_bookkeeping(cached, self._quick.recall_bookkeeping(user_id))
-                cached.loaded_at = self._monotonic()
+                self._refresh(cached, self._quick.recall_bookkeeping(user_id))
             self._cache.move_to_end(user_id)
             return cached
         async with self._metadata.transaction(readonly=True) as tx:
             version = await tx.version(user_id)
             cached = self._cache.get(user_id)
             if cached is not None and cached.version == version:
-                if self._monotonic() - cached.loaded_at >= self._ttl_s:
-                    # Only recall hits move a memory without a version bump: refresh what they
-                    # change (no content to decrypt, no vectors) instead of reloading the user.
-                    _apply_bookkeeping(cached, await tx.recall_bookkeeping(user_id))
-                    cached.loaded_at = self._monotonic()
+                if self._expired(cached):
+                    self._refresh(cached, await tx.recall_bookkeeping(user_id))
                 self._cache.move_to_end(user_id)
                 return cached
             rows = await tx.memories_with_status(user_id, RECALLABLE)
@@ -116,13 +112,18 @@ class SnapshotCache:
     def note_recall_hits(self, user_id: str, hits: Mapping[str, tuple[float, int]], at: datetime) -> None:
         """Apply recall-hit bookkeeping (weight, count) to a cached snapshot without reloading it."""
         cached = self._cache.get(user_id)
-        if cached is None or not hits:
-            return
-        for memory in cached.memories:
-            hit = hits.get(memory.memory_id)
-            if hit is not None:
-                memory.weight, memory.recall_count = hit
-                memory.weight_at = memory.last_recalled_at = at
+        if cached is not None and hits:
+            rows = {m: RecallBookkeeping(weight, at, count, at) for m, (weight, count) in hits.items()}
+            _apply_bookkeeping(cached, rows)
+
+    def _expired(self, snapshot: UserSnapshot) -> bool:
+        return self._monotonic() - snapshot.loaded_at >= self._ttl_s
+
+    def _refresh(self, snapshot: UserSnapshot, rows: Mapping[str, RecallBookkeeping]) -> None:
+        # Only recall hits move a memory without a version bump: refresh what they change (no
+        # content to decrypt, no vectors) instead of reloading the user.
+        _apply_bookkeeping(snapshot, rows)
+        snapshot.loaded_at = self._monotonic()
 
     async def _build(
         self, version: int, memories: list[Memory], copies: dict[str, np.ndarray]

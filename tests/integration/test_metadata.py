@@ -12,7 +12,7 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import Connection
 
 from models.domain import Memory
-from models.enums import Level, MemType, OpSource, OpType, Ownership, Status
+from models.enums import Level, OpSource, OpType, Status
 from models.ids import new_id
 from storage.crypto import LocalKeyFileProvider
 from storage.database import create_engine
@@ -21,6 +21,7 @@ from storage.metadata import MetadataStore
 from storage.migrate import upgrade
 from storage.schema import change_log, memories, metadata
 from tests.conftest import POSTGRES_TEST_DB
+from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.integration
 
@@ -29,22 +30,15 @@ SECRET = "I keep my spare key under the blue flowerpot"
 
 
 def _memory(user_id: str, content: str = SECRET, app_id: str = "") -> Memory:
-    return Memory(
+    return build_memory(
+        T0,
         memory_id=new_id(),
         user_id=user_id,
         app_id=app_id,
         level=Level.APP if app_id else Level.GLOBAL,
-        ownership=Ownership.USER,
-        mem_type=MemType.SEMANTIC,
         content=content,
-        weight=0.8,
-        weight_at=T0,
-        created_at=T0,
-        updated_at=T0,
-        valid_at=T0,
         content_hash="h" * 64,
         embedding_model="test-model",
-        custom_tags=["home", 'quote"tag'],
     )
 
 

@@ -9,8 +9,9 @@ import pytest
 from actors import isolation
 from models.api import RecallRequest
 from models.domain import Memory
-from models.enums import Level, MemType, Ownership, Status
+from models.enums import Level, Ownership, Status
 from models.errors import EngramError, ErrorCode
+from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.unit
 
@@ -18,25 +19,8 @@ NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def memory(level: Level, app_id: str = "", session_id: str | None = None, **fields: object) -> Memory:
-    base: dict[str, object] = {
-        "memory_id": "0" * 32,
-        "user_id": "u",
-        "app_id": app_id,
-        "level": level,
-        "ownership": Ownership.USER,
-        "mem_type": MemType.SEMANTIC,
-        "content": "c",
-        "weight": 0.8,
-        "weight_at": NOW,
-        "created_at": NOW,
-        "updated_at": NOW,
-        "valid_at": NOW - timedelta(days=10),
-        "content_hash": "h",
-        "embedding_model": "m",
-        "session_id": session_id,
-    }
-    base.update(fields)
-    return Memory(**base)  # type: ignore[arg-type]
+    base: dict[str, object] = {"content": "c", "valid_at": NOW - timedelta(days=10)}
+    return build_memory(NOW, level=level, app_id=app_id, session_id=session_id, **{**base, **fields})
 
 
 def resolve(**request: object) -> isolation.RecallFilter:

@@ -15,10 +15,11 @@ from actors.privacy import decode_cursor, encode_cursor, exact_counters
 from actors.switches import check_store, gate_recall, is_on
 from models.api import RecallRequest
 from models.domain import ChangeLogEntry, Memory
-from models.enums import Level, MemType, OpSource, OpType, Ownership
+from models.enums import Level, OpSource, OpType
 from models.errors import EngramError, ErrorCode
 from models.settings import AuthSettings
 from serve.auth import Authenticator, Principal, authorize, presented_key, startup_notice
+from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -169,22 +170,7 @@ def test_exact_counters() -> None:
 
 
 def sample_memory() -> Memory:
-    return Memory(
-        memory_id="a" * 32,
-        user_id="u",
-        app_id="shop",
-        level=Level.APP,
-        ownership=Ownership.USER,
-        mem_type=MemType.SEMANTIC,
-        content="Likes tea",
-        weight=0.8,
-        weight_at=NOW,
-        created_at=NOW,
-        updated_at=NOW,
-        valid_at=NOW,
-        content_hash="h",
-        embedding_model="m",
-    )
+    return build_memory(NOW, memory_id="a" * 32, app_id="shop", level=Level.APP)
 
 
 def test_vector_codec() -> None:

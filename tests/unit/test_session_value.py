@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -24,8 +23,9 @@ from actors.session_value import (
 )
 from actors.tasks import VALUE_SESSION_TASK, MemoryValue, SessionValuation
 from models.domain import Memory
-from models.enums import Level, MemType, Ownership
+from models.enums import Level
 from models.settings import EvolutionSettings
+from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.unit
 
@@ -34,24 +34,8 @@ FIVE_S = EvolutionSettings(llm_timeout_s=5)
 
 
 def memory(memory_id: str, content: str | None = "Likes tea", **fields: object) -> Memory:
-    base = Memory(
-        memory_id=memory_id,
-        user_id="u",
-        app_id="shop",
-        level=Level.SESSION,
-        session_id="s1",
-        ownership=Ownership.USER,
-        mem_type=MemType.SEMANTIC,
-        content=content,
-        weight=0.8,
-        weight_at=NOW,
-        created_at=NOW,
-        updated_at=NOW,
-        valid_at=NOW,
-        content_hash="h",
-        embedding_model="m",
-    )
-    return replace(base, **fields)  # type: ignore[arg-type]
+    session: dict[str, object] = {"app_id": "shop", "level": Level.SESSION, "session_id": "s1"}
+    return build_memory(NOW, memory_id=memory_id, content=content, **{**session, **fields})
 
 
 class KeepByWord:
