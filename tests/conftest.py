@@ -37,6 +37,16 @@ class ManualClock:
         return self.now
 
 
+class ManualMonotonic:
+    """A monotonic clock in seconds that the test moves by hand (``clock.now += 1.5``)."""
+
+    def __init__(self, start: float = 100.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()

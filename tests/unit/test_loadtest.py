@@ -8,6 +8,8 @@ import random
 
 import pytest
 
+from tests.conftest import ManualMonotonic
+
 pytestmark = pytest.mark.unit
 
 
@@ -29,18 +31,10 @@ def test_seed_texts_are_varied() -> None:
     assert len(texts) == 100
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_poisson_pacing_keeps_the_offered_rate_and_its_schedule() -> None:
     from loadtest.arrivals import PoissonPacing
 
-    clock = _Clock()
+    clock = ManualMonotonic()
     pacing = PoissonPacing(2.0, rng=random.Random(5), clock=clock)
     starts = []
     for _ in range(4000):
@@ -58,7 +52,7 @@ def test_poisson_pacing_keeps_the_offered_rate_and_its_schedule() -> None:
 def test_poisson_pacing_starts_clients_apart_and_catches_up_without_negative_waits() -> None:
     from loadtest.arrivals import PoissonPacing
 
-    clock = _Clock()
+    clock = ManualMonotonic()
     firsts = {PoissonPacing(1.0, rng=random.Random(seed), clock=clock).wait() for seed in range(20)}
     assert len(firsts) == 20 and all(w >= 0 for w in firsts)
     pacing = PoissonPacing(10.0, rng=random.Random(1), clock=clock)

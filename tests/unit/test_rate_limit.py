@@ -6,20 +6,13 @@ import pytest
 
 from models.settings import LimitSettings
 from serve.rate_limit import RateLimiter
+from tests.conftest import ManualMonotonic
 
 pytestmark = pytest.mark.unit
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_burst_is_allowed_then_refused_then_refilled_at_the_rate() -> None:
-    clock = Clock()
+    clock = ManualMonotonic()
     limiter = RateLimiter(LimitSettings(user_rate_per_s=2, user_burst=3), monotonic=clock)
     assert [limiter.allow("u1") for _ in range(4)] == [True, True, True, False]
     assert limiter.allow("u2"), "another user has a bucket of their own"
@@ -31,14 +24,15 @@ def test_a_burst_is_allowed_then_refused_then_refilled_at_the_rate() -> None:
 
 def test_zero_rate_turns_the_limit_off_and_changes_apply_at_once() -> None:
     limits = LimitSettings(user_rate_per_s=0, user_burst=1)
-    limiter = RateLimiter(limits, monotonic=Clock())
+    limiter = RateLimiter(limits, monotonic=ManualMonotonic())
     assert all(limiter.allow("u1") for _ in range(1000))
     limits.user_rate_per_s = 1.0  # what a user_config change does, in place
     assert [limiter.allow("u1") for _ in range(2)] == [True, False]
 
 
 def test_forgotten_users_are_bounded() -> None:
-    limiter = RateLimiter(LimitSettings(user_rate_per_s=1, user_burst=1), max_keys=2, monotonic=Clock())
+    settings = LimitSettings(user_rate_per_s=1, user_burst=1)
+    limiter = RateLimiter(settings, max_keys=2, monotonic=ManualMonotonic())
     for user in ("a", "b", "c"):
         assert limiter.allow(user)
     assert not limiter.allow("c")
