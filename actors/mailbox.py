@@ -224,3 +224,34 @@ class MailboxHost:
         await asyncio.gather(
             *(m.consumer for m in mailboxes if m.consumer is not None), return_exceptions=True
         )
+
+    async def abort(self) -> int:
+        """Refuse new work and stop every consumer now, running work included; returns how many
+        items were dropped. For shutdown past its grace: the caller's work must be durable elsewhere."""
+        self._closed = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+        mailboxes = list(self._mailboxes.values())
+        self._mailboxes.clear()
+        dropped = 0
+        for mailbox in mailboxes:
+            while not mailbox.queue.empty():
+                item = mailbox.queue.get_nowait()
+                if item is None:
+                    continue
+                dropped += 1
+                mailbox.pending -= 1
+                self._pending -= 1
+                if item.reply is not None and not item.reply.done():
+                    item.reply.cancel()
+            if mailbox.consumer is not None:
+                mailbox.consumer.cancel()
+        await asyncio.gather(
+            *(m.consumer for m in mailboxes if m.consumer is not None), return_exceptions=True
+        )
+        if self._pending <= 0:
+            self._quiet.set()
+        return dropped

@@ -158,6 +158,12 @@ class ServeSettings(BaseModel):
     extraction_replicas: int = Field(1, ge=0)
     max_ongoing_requests: int = Field(200, ge=1)
     mailbox_idle_s: float = Field(300.0, gt=0)
+    # Serve registers an app's deployments in no fixed order: a shard or ingress looks a deployment
+    # up on first use and waits this long for it to appear (serve/handle_lookup.py).
+    deployment_wait_s: float = Field(120.0, gt=0)
+    # On stop, a shard finishes its queued writes for up to this long; what is left stays durable
+    # and resumes on the next start.
+    stop_grace_s: float = Field(30.0, ge=0)
 
 
 class ArchiveSettings(BaseModel):

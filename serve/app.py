@@ -56,6 +56,7 @@ from serve.auth import Authenticator
 from serve.backend import EngramBackend
 from serve.extraction import ExtractionDeployment
 from serve.gate import GatedBackend, SwitchReader
+from serve.handle_lookup import LazyDeploymentHandle
 from serve.http_app import RECALL_PATH, build_http_app
 from serve.privacy_backend import ForwardPrivacy, PrivacyBackend
 from serve.rate_limit import RateLimitedBackend, RateLimiter
@@ -237,7 +238,13 @@ class Ingress(ForwardPrivacy):
         ray.get([shard.ready.remote() for shard in self._shards])  # stores open, tasks resumed
         # Switches are checked here, before any work is sent on (P1); auth guards the routes (P4).
         self._switches = SwitchReader(settings.storage)
-        recall = serve.get_deployment_handle(RecallDeployment.name, app_name=recall_app_name(settings))  # type: ignore[attr-defined]
+        # Looked up on the first recall: deployed together (serve deploy), the recall app may not be
+        # registered yet while this replica starts.
+        recall = LazyDeploymentHandle(
+            RecallDeployment.name,  # type: ignore[attr-defined]
+            recall_app_name(settings),
+            wait_s=settings.serve.deployment_wait_s,
+        )
         self._gate = GatedBackend(RayBackend(self._shards, recall), self._switches)
         # Rate limits first: a runaway caller costs no switch lookup either (42903).
         self._limited = RateLimitedBackend(self._gate, RateLimiter(settings.limits))

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from models.settings import load_settings
+from models.settings import Settings, load_settings
 from storage.database import create_engine
 from storage.migrate import upgrade
 
@@ -87,29 +87,75 @@ def _serve(args: argparse.Namespace) -> int:
     from ray import serve
 
     from serve.app import deploy
-    from serve.shard import shard_name
 
     ray.init(include_dashboard=False, namespace="serve", log_to_driver=False)
+    code = 0
     try:
         serve.start(http_options={"host": settings.serve.host, "port": settings.serve.port})
-        deploy(settings)
-        print(
-            f"Engram listens on http://{settings.serve.host}:{settings.serve.port} (Ctrl-C stops it)",
-            flush=True,
-        )
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        try:
+            deploy(settings)
+        except Exception as exc:
+            _print_deploy_failure(exc)
+            code = 1
+        else:
+            print(
+                f"Engram listens on http://{settings.serve.host}:{settings.serve.port} (Ctrl-C stops it)",
+                flush=True,
+            )
+            signal.sigwait({signal.SIGINT, signal.SIGTERM})
     except KeyboardInterrupt:
         pass
     finally:
         print("stopping Engram ...", file=sys.stderr, flush=True)
+        code = _stop(settings) or code
+    return code
+
+
+def _print_deploy_failure(exc: BaseException) -> None:
+    """The reason Serve gave for a failed deployment (otherwise only in Ray's log files)."""
+    from ray import serve
+
+    from serve.startup_report import deployment_failures
+
+    print(f"Engram failed to start: {exc}", file=sys.stderr, flush=True)
+    try:
+        report = deployment_failures(serve.status())
+    except Exception as status_exc:  # Serve itself may be what failed
+        report = [f"(Serve's status could not be read: {type(status_exc).__name__}: {status_exc})"]
+    for line in report:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _stop(settings: Settings) -> int:
+    """Stop whatever the start reached: shards finish queued writes (extraction still up), then
+    Serve and Ray go. Every step runs even when an earlier one failed; returns 1 if any did."""
+    import ray
+    from ray import serve
+
+    from serve.shard import shard_name
+
+    code = 0
+    shards = []
+    for i in range(settings.serve.shard_count):
+        with contextlib.suppress(ValueError):  # never created
+            shards.append(ray.get_actor(shard_name(settings.serve.app_name, i), namespace="serve"))
+    # Shards close before Serve goes: their queued tasks may still need the Extraction deployment.
+    for shard in shards:
+        try:
+            ray.get(shard.close.remote(), timeout=settings.serve.stop_grace_s + 60)
+        except Exception as exc:
+            print(f"closing a shard failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            code = 1
+    try:
         serve.shutdown()  # type: ignore[no-untyped-call]
-        for i in range(settings.serve.shard_count):
-            with contextlib.suppress(ValueError):
-                shard = ray.get_actor(shard_name(settings.serve.app_name, i), namespace="serve")
-                ray.get(shard.close.remote())
-                ray.kill(shard)
-        ray.shutdown()
-    return 0
+    except Exception as exc:
+        print(f"stopping Serve failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        code = 1
+    for shard in shards:
+        with contextlib.suppress(Exception):  # already gone
+            ray.kill(shard)
+    ray.shutdown()
+    return code
 
 
 def _loadtest(args: argparse.Namespace) -> int:

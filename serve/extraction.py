@@ -20,6 +20,7 @@ from actors.engines.base import Engine, EngineError, StructuredRequest
 from actors.engines.factory import engine_from_settings
 from actors.engines.remote import RemoteEngine
 from models.settings import Settings
+from serve.handle_lookup import LazyDeploymentHandle
 from serve.settings_update import apply_overrides
 
 DEPLOYMENT_NAME = "Extraction"
@@ -66,10 +67,18 @@ class ExtractionDeployment:
 
 
 def extraction_engine(settings: Settings) -> RemoteEngine:
-    """An engine whose requests go to this app's extraction deployment."""
-    handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=settings.serve.app_name)
+    """An engine whose requests go to this app's extraction deployment.
+
+    The handle is looked up on the first request, not here: a shard starts (and resumes its tasks)
+    before Serve may have registered the deployment, and its tasks then wait for it instead of
+    failing the start (``serve.deployment_wait_s``).
+    """
+    extraction = LazyDeploymentHandle(
+        DEPLOYMENT_NAME, settings.serve.app_name, wait_s=settings.serve.deployment_wait_s
+    )
 
     async def call(request: StructuredRequest) -> BaseModel | EngineError:
+        handle = await extraction.get()
         result: BaseModel | EngineError = await handle.generate.remote(request)
         return result
 

@@ -31,6 +31,7 @@ from models.api import (
     UpdateRequest,
 )
 from models.errors import EngramError, ErrorCode
+from serve.handle_lookup import LazyDeploymentHandle
 from serve.privacy_backend import RayPrivacy
 from serve.shard import shard_of
 
@@ -76,7 +77,7 @@ def engram_cause(exc: BaseException) -> EngramError | None:
 class RayBackend(RayPrivacy):
     """Routes every operation: by user to its shard (stable hash), recall to the recall deployment."""
 
-    def __init__(self, shards: Sequence[ActorHandle[Any]], recall: Any) -> None:
+    def __init__(self, shards: Sequence[ActorHandle[Any]], recall: LazyDeploymentHandle) -> None:
         self._shards = list(shards)
         self._recall = recall
 
@@ -101,7 +102,8 @@ class RayBackend(RayPrivacy):
         return await unwrap(self.shard(request.user_id).add_structured.remote(request))
 
     async def recall(self, request: RecallRequest) -> RecallResponse:
-        return await unwrap(self._recall.recall.remote(request))
+        recall = await self._recall.get()
+        return await unwrap(recall.recall.remote(request))
 
     async def update(self, request: UpdateRequest) -> MemoryView:
         return await unwrap(self.shard(request.user_id).update.remote(request))

@@ -9,7 +9,9 @@ vector file; with a Milvus server each shard opens its own connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -51,6 +53,8 @@ from serve.local_backend import LocalBackend
 from serve.privacy_backend import ForwardPrivacy, PrivacyBackend
 from serve.settings_update import apply_overrides
 from storage.stores import Stores, open_stores
+
+log = logging.getLogger(__name__)
 
 
 def shard_of(user_id: str, shard_count: int) -> int:
@@ -136,12 +140,39 @@ class Shard:
         apply_overrides(self.settings, overrides)
 
     async def close(self) -> None:
-        """Finish queued work and close the stores."""
-        if self._started is not None:
-            backend = await self._started
-            await backend.write_path.close()
+        """Finish queued work for up to ``serve.stop_grace_s``, then close the stores.
+
+        Succeeds whatever state the start reached (never started, failed, still resuming). Work
+        left when the grace runs out is cancelled: its tasks are durable and resume on the next start.
+        """
+        started = self._started
+        if started is not None:
+            try:
+                backend = await started
+            except Exception as exc:  # a start that failed left nothing to finish
+                log.warning("shard %d closing after a failed start: %s", self.index, type(exc).__name__)
+            else:
+                closing = asyncio.ensure_future(backend.write_path.close())
+                done, _ = await asyncio.wait({closing}, timeout=self.settings.serve.stop_grace_s)
+                if not done:
+                    log.warning(
+                        "shard %d: queued writes unfinished after %.0f s; they resume on the next start",
+                        self.index,
+                        self.settings.serve.stop_grace_s,
+                    )
+                    await backend.write_path.abandon()
+                    closing.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await closing
+                elif closing.exception() is not None:
+                    log.warning(
+                        "shard %d: finishing queued writes failed: %s",
+                        self.index,
+                        type(closing.exception()).__name__,
+                    )
         if self._stores is not None:
-            await self._stores.close()
+            stores, self._stores = self._stores, None
+            await stores.close()
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)

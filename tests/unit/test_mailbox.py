@@ -269,3 +269,34 @@ async def test_close_finishes_queued_work_then_refuses_more() -> None:
     assert host.active_mailboxes == 0
     with pytest.raises(MailboxClosedError):
         host.submit_nowait("a", work(5))
+
+
+async def test_abort_stops_running_and_queued_work_and_refuses_more() -> None:
+    host = MailboxHost(reap_every_s=0)
+    started = asyncio.Event()
+    never = asyncio.Event()
+    ran: list[str] = []
+
+    async def stuck() -> None:
+        started.set()
+        await never.wait()  # a task waiting on a dependency that never comes
+        ran.append("stuck finished")
+
+    async def later() -> str:
+        ran.append("later")
+        return "later"
+
+    host.submit_nowait("u1", stuck)
+    waiting = asyncio.ensure_future(host.submit("u1", later))
+    await asyncio.wait_for(started.wait(), GUARD_S)
+    await asyncio.sleep(0)  # ``waiting`` queues its item behind the stuck one
+    assert host.pending == 2
+    dropped = await asyncio.wait_for(host.abort(), GUARD_S)
+    assert dropped == 1
+    assert ran == []
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(waiting, GUARD_S)
+    assert host.pending == 0 and host.active_mailboxes == 0
+    await asyncio.wait_for(host.drain(), GUARD_S)  # nothing left to wait for
+    with pytest.raises(MailboxClosedError):
+        host.submit_nowait("u1", later)
