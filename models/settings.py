@@ -241,13 +241,19 @@ class StorageSettings(BaseModel):
 
 
 class ApiKey(BaseModel):
-    """One API key (P4): the app_ids it may use and whether it may call the privacy routes."""
+    """One API key (P4): the apps it may use, whether it may reach the users' global memories, the
+    one user it may be bound to, and whether it may call the privacy routes."""
 
     name: str = Field(min_length=1, max_length=64)
     key: SecretStr = Field(min_length=16)
-    # "*" grants every app; requests without an app_id (the user's global memories) need ``global_scope``.
+    # "*" grants every app.
     app_ids: list[str] = Field(default_factory=list)
-    global_scope: bool = True
+    # The user's global memories (requests without an app_id, GLOBAL writes, include_global
+    # recalls) are shared by every app: a key reaches them only when granted explicitly.
+    global_scope: bool = False
+    # Set: the key acts for this user only (a personal agent, the console); every request that
+    # names a user must name this one.
+    user_id: str | None = Field(None, min_length=1, max_length=128)
     admin: bool = False
 
 

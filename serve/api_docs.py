@@ -78,7 +78,7 @@ def _type(spec: dict[str, Any]) -> str:
 
 def main() -> None:
     """Print the page for the application's current OpenAPI document."""
-    app = build_http_app(lambda: None)  # type: ignore[arg-type,return-value]
+    app = build_http_app(lambda: None, auth=lambda: None)  # type: ignore[arg-type,return-value]
     sys.stdout.write(render(app.openapi()))
 
 

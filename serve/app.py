@@ -72,10 +72,10 @@ from storage.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
 
-api = build_http_app(app_state.current)
+api = build_http_app(app_state.current, auth=auth.current)
 # HTTP recall goes straight to the Recall deployment (its own Serve application at RECALL_PATH):
 # through the Ingress it cost a second replica hop, most of the CPU of a recall (docs/benchmarks.md).
-recall_api = build_http_app(app_state.current, recall_only=True)
+recall_api = build_http_app(app_state.current, auth=auth.current, recall_only=True)
 
 
 def recall_app_name(settings: Settings) -> str:

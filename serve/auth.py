@@ -2,8 +2,10 @@
 
 A key is sent as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``. Without a valid key a
 request gets 40101; a request for an app its key is not bound to, for the user's global memories
-without ``global_scope``, or for a privacy route (``user/*``) without the admin role gets 40303.
-With no key configured auth is off, and the service then only listens on the loopback address.
+without ``global_scope``, for a user other than the one the key is bound to (``user_id``), or for a
+privacy route (``user/*``) without the admin role gets 40303. With no key configured auth is off,
+and the service then only listens on the loopback address. Until a replica has installed its
+authenticator every guarded request is refused (50301): authentication fails closed.
 
 The rules (``authorize``) are a pure function of the key and the request body; ``AuthGuard`` is
 the ASGI layer that applies them before a route sees the request.
@@ -45,6 +47,8 @@ class Principal:
     app_ids: frozenset[str]
     global_scope: bool
     admin: bool
+    # Set: every request must name this user (a personal agent's or the console's key).
+    user_id: str | None = None
 
     def may_use_app(self, app_id: str) -> bool:
         """True when the key is bound to ``app_id`` ("" = the user's global memories)."""
@@ -71,7 +75,7 @@ class Authenticator:
         self._keys = [
             (
                 k.key.get_secret_value().encode(),
-                Principal(k.name, frozenset(k.app_ids), k.global_scope, k.admin),
+                Principal(k.name, frozenset(k.app_ids), k.global_scope, k.admin, k.user_id),
             )
             for k in settings.api_keys
         ]
@@ -131,6 +135,10 @@ def authorize(
     principal: Principal, route: str, body: Mapping[str, Any], memory_apps: Mapping[str, str]
 ) -> None:
     """40303 unless ``principal`` may call ``route`` with ``body``; ``memory_apps``: app of each memory id."""
+    # Before the admin role: a user-bound admin key (the console) manages its own user only.
+    bound = principal.user_id
+    if bound is not None and route not in OPEN_ROUTES and _text(body.get("user_id")) != bound:
+        raise _forbid("this key is bound to another user")
     if principal.admin:
         return
     if route.startswith(ADMIN_PREFIX):
@@ -193,8 +201,15 @@ class AuthGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", "")) if scope["type"] == "http" else ""
-        auth = self.authenticator() if path.startswith(self.prefix) else None
-        if auth is None or not auth.enabled:
+        if not path.startswith(self.prefix):
+            await self.app(scope, receive, send)
+            return
+        try:
+            auth = self.authenticator()
+        except EngramError as exc:  # none installed yet: refuse, never let the request through
+            await _refuse(exc, scope, receive, send)
+            return
+        if not auth.enabled:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
@@ -202,7 +217,7 @@ class AuthGuard:
         try:
             principal = auth.authenticate(presented_key(headers))
             body, replay = await _buffer(receive)
-            if not principal.admin:
+            if not principal.admin or principal.user_id is not None:
                 await self._authorize(principal, route, body)
         except EngramError as exc:
             # Names the key, never the body: ids and counts only in logs (P3).
@@ -276,11 +291,13 @@ def install(authenticator: Authenticator) -> None:
 
 
 def current() -> Authenticator:
-    """The installed authenticator; auth is off until one is installed."""
+    """The installed authenticator; 50301 until one is installed (fails closed, like the backend)."""
     # Through the module registry: Serve ships the FastAPI app into the replica by value.
     state = importlib.import_module(__name__)
     installed: list[Authenticator] = state._installed
-    return installed[0] if installed else Authenticator(AuthSettings())
+    if not installed:
+        raise EngramError(ErrorCode.DEPENDENCY_UNAVAILABLE, "the service is starting")
+    return installed[0]
 
 
 AUTH_OFF_WARNING = (

@@ -42,7 +42,6 @@ from models.api import (
     UpdateRequest,
 )
 from models.errors import EngramError, ErrorCode
-from serve import auth as auth_state
 from serve.auth import Authenticator, AuthGuard
 from serve.backend import EngramBackend
 from serve.privacy_routes import add_privacy_routes, memory_apps_lookup
@@ -120,11 +119,14 @@ class _TooLargeError(Exception):
 def build_http_app(
     backend: Callable[[], EngramBackend],
     *,
+    auth: Callable[[], Authenticator],
     max_body_bytes: int = 1024 * 1024,
-    auth: Callable[[], Authenticator] = auth_state.current,
     recall_only: bool = False,
 ) -> FastAPI:
     """The FastAPI application; ``backend`` and ``auth`` are called per request (the replica sets them).
+
+    ``auth`` has no default: a caller says which authenticator guards the routes (in the replicas
+    ``serve.auth.current``, which refuses every request until one is installed).
 
     ``recall_only``: just the recall route, answered at the root of its own Serve application
     (route prefix ``RECALL_PATH``), with the same envelope, errors, limits and authentication.

@@ -22,7 +22,10 @@ pytestmark = pytest.mark.e2e
 V1 = "/memory/v1"
 ADMIN = "e2e-admin-key-0123456789abcdef"
 SHOP = "e2e-shop-key-0123456789abcdef"
-KEYS = [{"name": "ops", "key": ADMIN, "admin": True}, {"name": "shop", "key": SHOP, "app_ids": ["shop"]}]
+KEYS = [
+    {"name": "ops", "key": ADMIN, "admin": True},
+    {"name": "shop", "key": SHOP, "app_ids": ["shop"], "global_scope": True},
+]
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 from models.settings import Settings
@@ -17,10 +18,17 @@ pytestmark = pytest.mark.integration
 ADMIN = "admin-key-0123456789abcdef"
 TENANT_A = "tenant-a-key-0123456789abcd"
 TENANT_B = "tenant-b-key-0123456789abcd"
+TENANT_C = "tenant-c-key-0123456789abcd"
+PERSONAL = "personal-agent-key-0123456789"
+CONSOLE = "console-key-of-alice-01234567"
 KEYS = [
     {"name": "ops", "key": ADMIN, "admin": True},
-    {"name": "tenant-a", "key": TENANT_A, "app_ids": ["shop"]},
+    {"name": "tenant-a", "key": TENANT_A, "app_ids": ["shop"], "global_scope": True},
     {"name": "tenant-b", "key": TENANT_B, "app_ids": ["clinic"], "global_scope": False},
+    # Nothing said about global memories: no access to them (the grant is explicit).
+    {"name": "tenant-c", "key": TENANT_C, "app_ids": ["bank"]},
+    {"name": "personal", "key": PERSONAL, "app_ids": ["*"], "global_scope": True, "user_id": "alice"},
+    {"name": "console", "key": CONSOLE, "admin": True, "user_id": "alice"},
 ]
 
 
@@ -119,3 +127,79 @@ async def test_privacy_routes_need_the_admin_role(app: PrivacyApp) -> None:
         assert await code(app, route, body, TENANT_A) == 40303, route
         assert await code(app, route, body, None) == 40101, route
     assert await code(app, "user/list", {"user_id": "u"}, ADMIN) == 0
+
+
+async def test_global_memories_need_an_explicit_grant(app: PrivacyApp) -> None:
+    assert await code(app, "add_structured", structured("lives in Porto"), TENANT_C) == 40303
+    assert (
+        await code(app, "add_structured", structured("a", app_id="bank", level="GLOBAL"), TENANT_C) == 40303
+    )
+    recall = {"user_id": "u", "query": "q", "scope": {"app_id": "bank"}}
+    assert await code(app, "recall", recall, TENANT_C) == 40303
+    assert await code(
+        app, "recall", {**recall, "scope": {"app_id": "bank", "include_global": False}}, TENANT_C
+    ) in (
+        0,
+        20001,
+    )
+    assert await code(app, "add_structured", structured("a bank note", app_id="bank"), TENANT_C) == 0
+    # The same request with a key granted global memories goes through.
+    assert await code(app, "add_structured", structured("lives in Porto"), TENANT_A) == 0
+
+
+async def test_a_user_bound_key_acts_for_its_user_only(app: PrivacyApp) -> None:
+    mine = (
+        await app.ok("add_structured", {**structured("Alice plays the cello"), "user_id": "alice"}, PERSONAL)
+    )["memory_id"]
+    theirs = (await app.ok("add_structured", structured("Bob's secret plan"), ADMIN))["memory_id"]
+    found = await app.ok("recall", {"user_id": "alice", "query": "cello", "min_relevance": 0}, PERSONAL)
+    assert [m["memory_id"] for m in found["memories"]] == [mine]
+    for route, body in (
+        ("recall", {"user_id": "u", "query": "secret plan", "min_relevance": 0}),
+        ("add", {"user_id": "u", "messages": [{"role": "user", "content": "I like tea."}]}),
+        ("add_structured", structured("planted")),
+        ("history", {"user_id": "u", "memory_id": theirs}),
+        ("delete", {"user_id": "u", "memory_id": theirs}),
+        ("change_log", {"user_id": "u", "app_id": "shop"}),
+        ("session/close", {"user_id": "u", "session_id": "s1"}),
+    ):
+        assert await code(app, route, body, PERSONAL) == 40303, route
+    # Another user's id in the body with this key's memory id changes nothing either.
+    assert await code(app, "delete", {"user_id": "u", "memory_id": mine}, PERSONAL) == 40303
+    # A user-bound admin key (the console) manages its own user, nobody else.
+    assert await code(app, "user/list", {"user_id": "alice"}, CONSOLE) == 0
+    assert await code(app, "user/export", {"user_id": "alice"}, CONSOLE) == 0
+    for route, body in (
+        ("user/list", {"user_id": "u"}),
+        ("user/purge", {"user_id": "u"}),
+        ("user/switch", {"user_id": "u", "enabled": False}),
+        ("user/export", {"user_id": "u"}),
+        ("history", {"user_id": "u", "memory_id": theirs}),
+    ):
+        assert await code(app, route, body, CONSOLE) == 40303, route
+    # Nothing of the refused calls happened.
+    history = await app.ok("history", {"user_id": "u", "memory_id": theirs}, ADMIN)
+    assert history["memory"]["status"] == "ACTIVE"
+    # The personal key itself may not call the privacy routes (no admin role).
+    assert await code(app, "user/list", {"user_id": "alice"}, PERSONAL) == 40303
+
+
+async def test_routes_are_refused_until_an_authenticator_is_installed(
+    monkeypatch: pytest.MonkeyPatch, app: PrivacyApp
+) -> None:
+    from serve import auth
+    from serve.http_app import build_http_app
+
+    monkeypatch.setattr(auth, "_installed", [])
+    guarded = build_http_app(lambda: app.gate, auth=auth.current)  # type: ignore[arg-type,return-value]
+    transport = httpx.ASGITransport(app=guarded)
+    async with httpx.AsyncClient(transport=transport, base_url="http://engram") as http:
+        body = {"user_id": "u", "query": "anything"}
+        answer = await http.post("/memory/v1/recall", json=body)
+        assert (answer.status_code, answer.json()["code"]) == (503, 50301)
+        answer = await http.post("/memory/v1/user/list", json={"user_id": "u"})
+        assert answer.json()["code"] == 50301
+        assert (await http.get("/healthz")).status_code == 200
+        auth.install(auth.Authenticator(app.settings.auth))
+        assert (await http.post("/memory/v1/recall", json=body)).json()["code"] == 40101
+    assert app.embedder.calls == 0  # no refused request did any work

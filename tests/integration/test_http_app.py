@@ -16,6 +16,7 @@ from models.settings import Settings
 from serve.client import AsyncEngramClient, EngramApiError
 from serve.http_app import TRACE_HEADER, build_http_app
 from serve.local_backend import LocalBackend
+from tests.support.auth import AUTH_OFF
 
 pytestmark = pytest.mark.integration
 V1 = "/memory/v1"
@@ -31,7 +32,9 @@ async def write_path(service: MemoryService) -> AsyncIterator[WritePath]:
 @pytest.fixture
 async def http(write_path: WritePath, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     backend = LocalBackend(write_path.service, write_path)
-    app = build_http_app(lambda: backend, max_body_bytes=settings.limits.max_request_bytes)
+    app = build_http_app(
+        lambda: backend, auth=lambda: AUTH_OFF, max_body_bytes=settings.limits.max_request_bytes
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://engram") as client:
         yield client

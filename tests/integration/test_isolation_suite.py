@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +40,13 @@ SESSIONS = ["s1", "s2"]
 # Valid identifiers that look like trouble: they must behave like any other id.
 TRICKY_USERS = ["..", "u:admin", "user@example.com", "a-b_c.d"]
 ADMIN = "admin-key-000000000000000000"
+# Keys granted the users' global memories explicitly, keys without that grant, and a key bound to
+# one user (a personal agent's): what each may reach is docs/privacy.md's table, restated in
+# ``refused`` below.
 APP_KEYS = {app: f"{app}-key-0000000000000000000" for app in APPS}
+CLOSED_KEYS = {app: f"{app}-closed-key-00000000000000" for app in APPS}
+BOUND_USER = "user-0"
+BOUND_KEY = "user-0-bound-key-000000000000"
 
 INJECTIONS = [
     "u1' OR '1'='1",
@@ -69,7 +76,13 @@ class Truth:
 @pytest.fixture
 async def app(settings: Settings, stores: Stores, clock: ManualClock) -> AsyncIterator[PrivacyApp]:
     keys = [{"name": "admin", "key": ADMIN, "admin": True}]
-    keys += [{"name": app, "key": key, "app_ids": [app]} for app, key in APP_KEYS.items()]
+    keys += [
+        {"name": app, "key": key, "app_ids": [app], "global_scope": True} for app, key in APP_KEYS.items()
+    ]
+    keys += [{"name": f"{app}-closed", "key": key, "app_ids": [app]} for app, key in CLOSED_KEYS.items()]
+    keys += [
+        {"name": "personal", "key": BOUND_KEY, "app_ids": ["*"], "global_scope": True, "user_id": BOUND_USER}
+    ]
     settings.auth = settings.auth.model_validate({"api_keys": keys})
     settings.capacity.app_limit = 1000
     async with privacy_app(settings, stores, clock) as running:
@@ -110,6 +123,19 @@ async def seed(app: PrivacyApp, rng: random.Random, users: list[str]) -> list[Tr
     return truths
 
 
+def refused(key: str, user: str, scope: dict[str, Any]) -> bool:
+    """Whether a recall with this key must get 40303 (docs/privacy.md, Authentication and tenancy)."""
+    if key == ADMIN:
+        return False
+    if key == BOUND_KEY:
+        return user != BOUND_USER
+    own_app = next(a for a, k in [*APP_KEYS.items(), *CLOSED_KEYS.items()] if k == key)
+    if scope.get("app_id") not in (None, own_app):
+        return True
+    granted_global = key in APP_KEYS.values()
+    return bool(scope.get("include_global", True)) and not granted_global
+
+
 def visible(t: Truth, user: str, scope: dict[str, Any], ownership: list[str], mem_type: list[str]) -> bool:
     """Ground truth of R1/P4, written from the SPEC, not from the code under test."""
     if (
@@ -133,7 +159,9 @@ async def test_randomised_isolation(app: PrivacyApp) -> None:
     truths = await seed(app, rng, users)
     seeded_s = time.monotonic() - started
     probes = [*users, "nobody", "user-0.", "USER-0"]
-    checked = returned = refused = 0
+    checked = returned = 0
+    # Refusals by (user-bound key, key without the global grant): each kind must have happened.
+    refusals: Counter[tuple[bool, bool]] = Counter()
 
     started = time.monotonic()
     for _ in range(RECALLS):
@@ -145,7 +173,16 @@ async def test_randomised_isolation(app: PrivacyApp) -> None:
             scope["session_id"] = rng.choice([*SESSIONS, "s3"])
         ownership = rng.sample(["USER", "AGENT"], rng.randint(0, 1))
         mem_type = rng.sample(["SEMANTIC", "EPISODIC", "PROCEDURAL"], rng.randint(0, 2))
-        key = ADMIN if rng.random() < 0.3 else APP_KEYS[rng.choice(APPS)]
+        key = rng.choice(
+            [
+                ADMIN,
+                ADMIN,
+                BOUND_KEY,
+                APP_KEYS[rng.choice(APPS)],
+                APP_KEYS[rng.choice(APPS)],
+                CLOSED_KEYS[rng.choice(APPS)],
+            ]
+        )
         body = {
             "user_id": user,
             "query": f"shared note {rng.randint(0, 20)} kept",
@@ -155,13 +192,9 @@ async def test_randomised_isolation(app: PrivacyApp) -> None:
             "min_relevance": 0,
         }
         status, payload = await app.post("recall", body, key)
-        outside = key != ADMIN and scope.get("app_id") not in (
-            None,
-            *[a for a, k in APP_KEYS.items() if k == key],
-        )
-        if outside:
+        if refused(key, user, scope):
             assert payload["code"] == 40303, body
-            refused += 1
+            refusals[key == BOUND_KEY, key in CLOSED_KEYS.values()] += 1
             continue
         assert payload["code"] in (0, 20001), (status, payload["msg"])
         got = {m["memory_id"] for m in payload["data"]["memories"]}
@@ -208,11 +241,12 @@ async def test_randomised_isolation(app: PrivacyApp) -> None:
     list_s = time.monotonic() - started
     print(
         f"\nisolation: users={len(users)} memories={len(truths)} recalls={RECALLS} "
-        f"(checked {checked}, refused {refused}, memories returned {returned}) lists={LISTS}; "
+        f"(checked {checked}, refused {sum(refusals.values())}, memories returned {returned}) lists={LISTS}; "
         f"seed {seeded_s:.1f}s recalls {recall_s:.1f}s ({1000 * recall_s / max(RECALLS, 1):.1f} ms each) "
         f"lists {list_s:.1f}s"
     )
-    assert checked > 0 and refused > 0 and returned > 0
+    assert checked > 0 and returned > 0
+    assert refusals[False, False] and refusals[True, False] and refusals[False, True], refusals
 
 
 async def test_injection_attempts_are_refused_or_inert(app: PrivacyApp, stores: Stores) -> None:

@@ -13,6 +13,7 @@ from models.settings import Settings
 from serve.http_app import build_http_app
 from serve.local_backend import LocalBackend
 from serve.rate_limit import RateLimitedBackend, RateLimiter
+from tests.support.auth import AUTH_OFF
 
 pytestmark = pytest.mark.integration
 V1 = "/memory/v1"
@@ -24,7 +25,7 @@ async def limited(service: MemoryService, settings: Settings) -> AsyncIterator[h
     settings.limits.user_burst = 3
     write_path = WritePath(service)
     backend = RateLimitedBackend(LocalBackend(service, write_path), RateLimiter(settings.limits))
-    app = build_http_app(lambda: backend)  # type: ignore[arg-type, return-value]
+    app = build_http_app(lambda: backend, auth=lambda: AUTH_OFF)  # type: ignore[arg-type, return-value]
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engram") as client:
         yield client
     await write_path.close()

@@ -27,6 +27,7 @@ from serve.http_app import build_http_app
 from serve.local_backend import LocalBackend
 from storage.stores import Stores
 from tests.conftest import ManualClock
+from tests.support.auth import AUTH_OFF
 
 pytestmark = pytest.mark.integration
 
@@ -300,7 +301,9 @@ async def test_the_rules_engine_is_never_asked_to_value_a_session(
 async def http(service: MemoryService, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     write_path = WritePath(service)
     backend = LocalBackend(service, write_path)
-    app = build_http_app(lambda: backend, max_body_bytes=settings.limits.max_request_bytes)
+    app = build_http_app(
+        lambda: backend, auth=lambda: AUTH_OFF, max_body_bytes=settings.limits.max_request_bytes
+    )
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engram") as client:
         yield client
     await write_path.close()

@@ -15,7 +15,7 @@ API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
 def test_api_doc_is_up_to_date() -> None:
-    app = build_http_app(lambda: None)  # type: ignore[arg-type,return-value]
+    app = build_http_app(lambda: None, auth=lambda: None)  # type: ignore[arg-type,return-value]
     assert API_MD.read_text() == render(app.openapi()), "run: python -m serve.api_docs > docs/api.md"
 
 

@@ -99,7 +99,18 @@ def test_authorize_rules() -> None:
     shop = Principal("shop", frozenset({"shop"}), global_scope=True, admin=False)
     closed = Principal("clinic", frozenset({"clinic"}), global_scope=False, admin=False)
     admin = Principal("ops", frozenset(), global_scope=False, admin=True)
+    alice = Principal("alice-agent", frozenset({"*"}), global_scope=True, admin=False, user_id="alice")
+    console = Principal("alice-console", frozenset(), global_scope=False, admin=True, user_id="alice")
     cases = [
+        (alice, "recall", {"user_id": "alice"}, {}, 0),
+        (alice, "recall", {"user_id": "bob"}, {}, 40303),
+        (alice, "recall", {}, {}, 40303),  # a user-bound key must name its user
+        (alice, "add", {"user_id": "alice", "app_id": "any"}, {}, 0),
+        (alice, "task", {}, {}, 0),
+        (alice, "user/export", {"user_id": "alice"}, {}, 40303),
+        (console, "user/export", {"user_id": "alice"}, {}, 0),
+        (console, "user/purge", {"user_id": "bob"}, {}, 40303),
+        (console, "history", {"user_id": "bob", "memory_id": "m1"}, {}, 40303),
         (shop, "add", {"app_id": "shop"}, {}, 0),
         (shop, "add", {"app_id": "bank"}, {}, 40303),
         (shop, "add", {}, {}, 0),

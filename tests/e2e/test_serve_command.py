@@ -1,0 +1,51 @@
+"""``engram serve`` itself: a failed deployment's reason is printed, and the stop still succeeds (#19)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import _free_port
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_failed_start_prints_the_reason_and_stops_cleanly(tmp_path: Path) -> None:
+    # Nothing listens on port 1: every shard start fails, so every Ingress replica fails with it.
+    config = tmp_path / "engram.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "storage": {
+                    "data_dir": str(tmp_path / "data"),
+                    "database_url": "postgresql+asyncpg://postgres@127.0.0.1:1/nowhere",
+                },
+                "serve": {"app_name": "engram-broken", "stop_grace_s": 5},
+            }
+        )
+    )
+    env = dict(os.environ, ENGRAM_CONFIG=str(config), RAY_AUTH_MODE="disabled")
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "serve.cli", "serve", "--port", str(_free_port())],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+        check=False,
+    )
+    err = done.stderr
+    assert done.returncode == 1, err[-3000:]
+    assert "Engram listens" not in done.stdout
+    assert "Engram failed to start" in err
+    # Serve's reason, which before only reached Ray's log files: the failed deployment and its error.
+    assert "deployment Ingress: DEPLOY_FAILED" in err, err[-3000:]
+    assert "ConnectionRefusedError" in err or "Connect call failed" in err, err[-3000:]
+    # The stop ran to the end although the start never got anywhere.
+    assert "stopping Engram" in err
+    assert "closing a shard failed" not in err and "stopping Serve failed" not in err, err[-3000:]

@@ -1,0 +1,9 @@
+"""Authenticators for tests that drive the HTTP app directly."""
+
+from __future__ import annotations
+
+from models.settings import AuthSettings
+from serve.auth import Authenticator
+
+AUTH_OFF = Authenticator(AuthSettings())
+"""No keys configured: authentication deliberately off, as on a loopback-only development server."""
