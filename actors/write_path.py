@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 KIND_ADD = "add"
 KIND_ADD_STRUCTURED = "add_structured"
+RESUMED_IDS_KEPT = 10_000
 
 
 class WritePath:
@@ -65,6 +66,8 @@ class WritePath:
         self._resume_page = resume_page
         # Task kinds added by other layers (export): the handler runs on the mailbox and finishes the task.
         self.handlers: dict[str, Callable[[WriteTask], Awaitable[None]]] = {}
+        # The ids the last ``resume`` queued (the first RESUMED_IDS_KEPT): what a crash left unfinished.
+        self.resumed_task_ids: list[str] = []
 
     # --- accepting ----------------------------------------------------------------------------
 
@@ -216,6 +219,7 @@ class WritePath:
     async def resume(self, owns: Callable[[str], bool] | None = None) -> int:
         """Re-queue every unfinished task (of the users ``owns`` accepts); returns how many."""
         queued = 0
+        self.resumed_task_ids = []
         after: tuple[datetime, str] | None = None
         while True:
             async with self.service.metadata.transaction() as tx:
@@ -224,6 +228,8 @@ class WritePath:
                 if owns is None or owns(task.user_id):
                     self.schedule(task.user_id, task.task_id)
                     queued += 1
+                    if len(self.resumed_task_ids) < RESUMED_IDS_KEPT:
+                        self.resumed_task_ids.append(task.task_id)
             if len(page) < self._resume_page:
                 break
             after = (page[-1].created_at, page[-1].task_id)

@@ -130,3 +130,19 @@ async def service(settings: Settings, stores: Stores, clock: ManualClock) -> Asy
     svc = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, clock=clock)
     yield svc
     await svc.drain()
+
+
+# Each suite folder's tests carry its marker (``-m unit`` must select exactly tests/unit).
+_FOLDER_MARKERS = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse a run where a test in tests/<suite>/ lacks that suite's marker."""
+    unmarked = []
+    for item in items:
+        parts = item.path.relative_to(config.rootpath).parts
+        suite = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+        if suite in _FOLDER_MARKERS and item.get_closest_marker(_FOLDER_MARKERS[suite]) is None:
+            unmarked.append(item.nodeid)
+    if unmarked:
+        raise pytest.UsageError(f"tests without their folder's marker: {', '.join(unmarked[:10])}")

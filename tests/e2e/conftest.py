@@ -46,6 +46,9 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
         # Bursts of hundreds of writes for one user are part of these tests; 42903 is tested
         # through the HTTP app (tests/integration/test_rate_limit.py).
         limits={"user_rate_per_s": 0},
+        # A run that spans 03:00 UTC must not sweep under the tests; the job is run by the tests
+        # themselves (test_lifecycle_e2e.py), the daily loop is tested with a pinned clock.
+        lifecycle={"scheduler_enabled": False},
     )
     # As many CPUs as the machines this runs on (2): replicas must fit there too.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="serve")

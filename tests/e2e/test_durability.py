@@ -19,6 +19,7 @@ def test_killed_shard_loses_and_duplicates_nothing(engram_app: RunningApp) -> No
     from serve.shard import shard_name
 
     users = [f"crash-{i}" for i in range(6)]
+    per_user = 15  # a user's tasks run one at a time: the tail of the queue is still waiting at the kill
 
     async def accept_all() -> list[tuple[str, str]]:
         async with httpx.AsyncClient(base_url=engram_app.url, timeout=60) as http:
@@ -31,14 +32,18 @@ def test_killed_shard_loses_and_duplicates_nothing(engram_app: RunningApp) -> No
                     },
                 )
                 for u in users
-                for n in range(5)
+                for n in range(per_user)
             ]
             answers = await asyncio.gather(*(http.post("/memory/v1/add", json=b) for _, b in bodies))
         return [(u, a.json()["data"]["task_id"]) for (u, _), a in zip(bodies, answers, strict=True)]
 
     accepted = asyncio.run(accept_all())
-    assert len(accepted) == 30
+    assert len(accepted) == len(users) * per_user
     shard = ray.get_actor(shard_name(engram_app.settings.serve.app_name, 0), namespace="serve")
-    ray.kill(shard, no_restart=False)  # mid-flight: tasks are recorded, most not yet processed
+    assert ray.get(shard.write_stats.remote())["pending"] > 0, "nothing in flight to crash into"
+    ray.kill(shard, no_restart=False)
 
-    assert_all_done_exactly_once(engram_app.url, accepted, facts_per_user=5)
+    assert_all_done_exactly_once(engram_app.url, accepted, facts_per_user=per_user)
+    # The crash landed mid-work: the restarted shard found some of these tasks unfinished.
+    resumed = set(ray.get(shard.write_stats.remote())["resumed_task_ids"])
+    assert resumed & {task_id for _, task_id in accepted}, "the kill landed after every task had finished"

@@ -78,10 +78,21 @@ def test_killed_extraction_replica_loses_and_duplicates_nothing(engram_app: Runn
             answers = await asyncio.gather(*(http.post("/memory/v1/add", json=b) for _, b in bodies))
         return [(u, a.json()["data"]["task_id"]) for (u, _), a in zip(bodies, answers, strict=True)]
 
-    accepted = asyncio.run(accept(range(3)))
-    _kill_extraction_replica()  # mid-flight: tasks accepted just before still wait for extraction
-    # Accepted while no replica is serving: their extraction must wait for the restarted one.
-    accepted += asyncio.run(accept(range(3, 5)))
-    assert len(accepted) == 30
+    import ray
 
-    assert_all_done_exactly_once(engram_app.url, accepted, facts_per_user=5)
+    from serve.shard import shard_name
+
+    shard = ray.get_actor(shard_name(engram_app.settings.serve.app_name, 0), namespace="serve")
+    accepted = asyncio.run(accept(range(12)))
+    # Mid-flight: a user's tasks run one at a time, so the tail of each queue still needs extraction.
+    assert ray.get(shard.write_stats.remote())["pending"] > 0, "nothing in flight to crash into"
+    killed = _kill_extraction_replica()
+    # Accepted while no replica is serving: their extraction must wait for the restarted one.
+    accepted += asyncio.run(accept(range(12, 15)))
+    assert len(accepted) == 90
+
+    assert_all_done_exactly_once(engram_app.url, accepted, facts_per_user=15)
+    # The restarted replica (another actor) answered the requests that were waiting.
+    after = _extraction_handle(engram_app).batch_sizes.remote().result()
+    assert sum(size * count for size, count in after.items()) > 0
+    assert killed not in {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}

@@ -13,11 +13,10 @@ from actors.records import vector_record
 from lifecycle.archive import ArchivedItem, ColdArchive, LocalDirObjectStore
 from lifecycle.context import LifecycleStores
 from lifecycle.reconcile import reconcile_user
-from models.api import AddStructuredRequest
-from models.enums import MemType, Ownership
 from models.ids import new_id
 from models.settings import Settings
 from storage.stores import Stores
+from tests.support.service import remember
 
 pytestmark = pytest.mark.integration
 
@@ -28,19 +27,12 @@ def lifecycle(settings: Settings, stores: Stores, tmp_path: Path) -> LifecycleSt
     return LifecycleStores(settings, stores.metadata, stores.vectors, stores.embedder, archive)
 
 
-async def add(service: MemoryService, content: str, user_id: str = "u1") -> str:
-    request = AddStructuredRequest(
-        user_id=user_id, ownership=Ownership.USER, mem_type=MemType.SEMANTIC, content=content, sync=True
-    )
-    return (await service.add_structured(request)).memory_id
-
-
 async def test_reconcile_repairs_a_removed_vector_an_orphan_vector_and_a_wrong_counter(
     service: MemoryService, stores: Stores, lifecycle: LifecycleStores
 ) -> None:
-    kept = await add(service, "Runs marathons")
-    lost = await add(service, "Reads science fiction")
-    other_user = await add(service, "Grows tomatoes", user_id="u2")
+    kept = await remember(service, "Runs marathons")
+    lost = await remember(service, "Reads science fiction")
+    other_user = await remember(service, "Grows tomatoes", user_id="u2")
     [original] = (await stores.vectors.get_vectors([lost])).values()
     async with stores.metadata.transaction(readonly=True) as tx:
         [memory] = (await tx.get_memories("u1", [kept])).values()
@@ -71,7 +63,7 @@ async def test_reconcile_repairs_a_removed_vector_an_orphan_vector_and_a_wrong_c
 async def test_reconcile_repairs_archive_objects(
     service: MemoryService, stores: Stores, lifecycle: LifecycleStores
 ) -> None:
-    mid = await add(service, "Visited Iceland")
+    mid = await remember(service, "Visited Iceland")
     async with stores.metadata.transaction() as tx:
         cipher = await tx.cipher("u1")
     stray = ArchivedItem(new_id(), "nothing", np.zeros(stores.embedder.dim, dtype=np.float32))

@@ -19,14 +19,15 @@ from lifecycle.context import LifecycleStores
 from lifecycle.plan import SweepCounts
 from lifecycle.restore import restore_memory
 from lifecycle.sweeps import Sweeper, sweep_users
-from models.api import AddStructuredRequest, ChangeLogRequest, DeleteRequest, HistoryRequest, RecallRequest
+from models.api import ChangeLogRequest, DeleteRequest, HistoryRequest, RecallRequest
 from models.domain import Memory
-from models.enums import MemType, OpType, Ownership, Status
+from models.enums import MemType, OpType, Status
 from models.errors import EngramError, ErrorCode
 from models.settings import Settings
 from storage.schema import change_log, switches
 from storage.stores import Stores
 from tests.conftest import ManualClock
+from tests.support.service import remember
 
 pytestmark = pytest.mark.integration
 
@@ -42,18 +43,6 @@ async def host() -> AsyncIterator[MailboxHost]:
     mailboxes = MailboxHost(reap_every_s=0)
     yield mailboxes
     await mailboxes.close()
-
-
-async def add(service: MemoryService, content: str, user_id: str = "u1", **fields: Any) -> str:
-    request = AddStructuredRequest(
-        user_id=user_id,
-        ownership=fields.pop("ownership", Ownership.USER),
-        mem_type=fields.pop("mem_type", MemType.SEMANTIC),
-        content=content,
-        sync=True,
-        **fields,
-    )
-    return (await service.add_structured(request)).memory_id
 
 
 async def sweep(
@@ -107,7 +96,7 @@ async def test_untouched_memory_archives_on_the_sweep_after_day_90_and_not_befor
     service: MemoryService, stores: Stores, lifecycle: LifecycleStores, host: MailboxHost, clock: ManualClock
 ) -> None:
     start = clock.now
-    mid = await add(service, "Prefers green tea over coffee")
+    mid = await remember(service, "Prefers green tea over coffee")
     for day in range(1, 91):  # the daily job, every day up to and including day 90
         counts = await sweep(lifecycle, host, start + timedelta(days=day))
         assert counts.failed_users == 0
@@ -134,9 +123,9 @@ async def test_important_memory_survives_far_longer_and_persona_never_fades(
     service: MemoryService, stores: Stores, lifecycle: LifecycleStores, host: MailboxHost, clock: ManualClock
 ) -> None:
     start = clock.now
-    important = await add(service, "Is severely allergic to peanuts", is_important=True)
-    persona = await add(service, "Speaks like a pirate", custom_tags=["persona"])
-    plain = await add(service, "Watched a film on Friday", mem_type=MemType.EPISODIC)
+    important = await remember(service, "Is severely allergic to peanuts", is_important=True)
+    persona = await remember(service, "Speaks like a pirate", custom_tags=["persona"])
+    plain = await remember(service, "Watched a film on Friday", mem_type=MemType.EPISODIC)
     for day in (30, 91, 365, 900):
         await sweep(lifecycle, host, start + timedelta(days=day))
         assert await status(stores, important) is Status.ACTIVE
@@ -153,7 +142,7 @@ async def test_a_recall_in_between_resets_the_decay_clock(
     service: MemoryService, stores: Stores, lifecycle: LifecycleStores, host: MailboxHost, clock: ManualClock
 ) -> None:
     start = clock.now
-    mid = await add(service, "Plays the violin in an amateur orchestra")
+    mid = await remember(service, "Plays the violin in an amateur orchestra")
     await sweep(lifecycle, host, start + timedelta(days=30))
     clock.now = start + timedelta(days=60)
     response = await service.recall(RecallRequest(user_id="u1", query="violin orchestra"))
@@ -171,7 +160,7 @@ async def test_expired_memories_archive(
     service: MemoryService, stores: Stores, lifecycle: LifecycleStores, host: MailboxHost, clock: ManualClock
 ) -> None:
     start = clock.now
-    mid = await add(service, "Has a dentist appointment", expire_at=start + timedelta(days=5))
+    mid = await remember(service, "Has a dentist appointment", expire_at=start + timedelta(days=5))
     assert (await sweep(lifecycle, host, start + timedelta(days=4))).archived_expired == 0
     assert await status(stores, mid) is Status.ACTIVE
     counts = await sweep(lifecycle, host, start + timedelta(days=5, hours=1))
@@ -189,8 +178,8 @@ async def test_archived_purge_after_180_days_and_deleted_vanish_after_30_with_sa
     service: MemoryService, stores: Stores, lifecycle: LifecycleStores, host: MailboxHost, clock: ManualClock
 ) -> None:
     start = clock.now
-    faded = await add(service, "Once visited a pottery class")
-    deleted = await add(service, "Has a cat called Miso")
+    faded = await remember(service, "Once visited a pottery class")
+    deleted = await remember(service, "Has a cat called Miso")
     await service.delete(DeleteRequest(user_id="u1", memory_id=deleted))
     archived_on = start + timedelta(days=91)
     await sweep(lifecycle, host, archived_on)
@@ -226,7 +215,7 @@ async def test_deleted_memory_stays_until_day_30(
     service: MemoryService, stores: Stores, lifecycle: LifecycleStores, host: MailboxHost, clock: ManualClock
 ) -> None:
     start = clock.now
-    mid = await add(service, "Owns a red bicycle")
+    mid = await remember(service, "Owns a red bicycle")
     await service.delete(DeleteRequest(user_id="u1", memory_id=mid))
     await sweep(lifecycle, host, start + timedelta(days=29, hours=23))
     assert await status(stores, mid) is Status.DELETED
@@ -242,16 +231,16 @@ async def _mixed_users(service: MemoryService, clock: ManualClock) -> list[str]:
     start = clock.now
     users = ["u1", "u2", "u3"]
     for user in users:
-        await add(service, f"{user} likes hiking in the Alps", user_id=user)
-        await add(service, f"{user} is allergic to cats", user_id=user, is_important=True)
-        await add(
+        await remember(service, f"{user} likes hiking in the Alps", user_id=user)
+        await remember(service, f"{user} is allergic to cats", user_id=user, is_important=True)
+        await remember(
             service, f"{user} has a flight on Monday", user_id=user, expire_at=start + timedelta(days=2)
         )
-        gone = await add(service, f"{user} drives a blue car", user_id=user)
+        gone = await remember(service, f"{user} drives a blue car", user_id=user)
         await service.delete(DeleteRequest(user_id=user, memory_id=gone))
     clock.advance(days=40)
     for user in users:
-        await add(service, f"{user} started learning Japanese", user_id=user)
+        await remember(service, f"{user} started learning Japanese", user_id=user)
     return users
 
 
@@ -383,7 +372,7 @@ async def test_switched_off_users_are_still_swept(
     service: MemoryService, stores: Stores, lifecycle: LifecycleStores, host: MailboxHost, clock: ManualClock
 ) -> None:
     start = clock.now
-    mid = await add(service, "Collects vinyl records")
+    mid = await remember(service, "Collects vinyl records")
     async with stores.metadata.transaction() as tx:
         await tx.conn.execute(
             insert(switches).values(user_id="u1", app_id="", enabled=False, updated_at=start)
@@ -399,7 +388,7 @@ async def test_include_archived_recall_finds_it_plain_recall_does_not_restore_br
     service: MemoryService, stores: Stores, lifecycle: LifecycleStores, host: MailboxHost, clock: ManualClock
 ) -> None:
     start = clock.now
-    mid = await add(service, "Learned to sail on Lake Geneva")
+    mid = await remember(service, "Learned to sail on Lake Geneva")
     [original] = (await stores.vectors.get_vectors([mid])).values()
     clock.now = start + timedelta(days=91)
     await sweep(lifecycle, host, clock.now)

@@ -11,7 +11,7 @@ import pytest
 
 from actors.memory_service import MemoryService
 from models.api import (
-    AddStructuredRequest,
+    AddRequest,
     BatchDeleteRequest,
     ChangeLogRequest,
     DeleteRequest,
@@ -24,28 +24,9 @@ from models.errors import EngramError, ErrorCode
 from models.settings import Settings
 from storage.stores import Stores
 from tests.conftest import ManualClock
+from tests.support.service import recall_ids, remember
 
 pytestmark = pytest.mark.integration
-
-
-async def add(
-    service: MemoryService,
-    content: str,
-    *,
-    user_id: str = "u1",
-    ownership: Ownership = Ownership.USER,
-    mem_type: MemType = MemType.SEMANTIC,
-    **fields: object,
-) -> str:
-    request = AddStructuredRequest(
-        user_id=user_id, ownership=ownership, mem_type=mem_type, content=content, sync=True, **fields
-    )
-    return (await service.add_structured(request)).memory_id
-
-
-async def recall_ids(service: MemoryService, query: str, user_id: str = "u1", **fields: object) -> list[str]:
-    response = await service.recall(RecallRequest(user_id=user_id, query=query, **fields))
-    return [m.memory_id for m in response.memories]
 
 
 async def counters(stores: Stores, user_id: str = "u1") -> dict[str, int]:
@@ -54,10 +35,10 @@ async def counters(stores: Stores, user_id: str = "u1") -> dict[str, int]:
 
 
 async def test_write_then_recall_finds_the_closest_english(service: MemoryService) -> None:
-    taxi = await add(service, "Prefers taking a taxi over the subway")
-    await add(service, "Is allergic to peanuts")
-    await add(service, "Works as a software engineer")
-    await add(service, "Lives in Hangzhou")
+    taxi = await remember(service, "Prefers taking a taxi over the subway")
+    await remember(service, "Is allergic to peanuts")
+    await remember(service, "Works as a software engineer")
+    await remember(service, "Lives in Hangzhou")
     response = await service.recall(RecallRequest(user_id="u1", query="call me a cab"))
     assert response.hit
     assert response.memories[0].memory_id == taxi
@@ -67,17 +48,17 @@ async def test_write_then_recall_finds_the_closest_english(service: MemoryServic
 
 
 async def test_chinese_query_finds_the_taxi_preference(service: MemoryService) -> None:
-    taxi = await add(service, "出门习惯打车")
-    await add(service, "名字是张伟")
-    await add(service, "对花生过敏")
-    await add(service, "在杭州的一家互联网公司做软件工程师")
-    await add(service, "喜欢吃辣的川菜")
+    taxi = await remember(service, "出门习惯打车")
+    await remember(service, "名字是张伟")
+    await remember(service, "对花生过敏")
+    await remember(service, "在杭州的一家互联网公司做软件工程师")
+    await remember(service, "喜欢吃辣的川菜")
     assert (await recall_ids(service, "帮我叫个车"))[0] == taxi
     assert (await recall_ids(service, "帮我订一辆出租车"))[0] == taxi
 
 
 async def test_recall_drops_irrelevant_and_reports_no_hit(service: MemoryService) -> None:
-    await add(service, "Is allergic to peanuts")
+    await remember(service, "Is allergic to peanuts")
     response = await service.recall(RecallRequest(user_id="u1", query="quantum chromodynamics lecture"))
     assert response.hit is False and response.memories == []
     assert await recall_ids(service, "peanuts", user_id="someone-else") == []
@@ -86,7 +67,7 @@ async def test_recall_drops_irrelevant_and_reports_no_hit(service: MemoryService
 async def test_recall_hit_counts_and_recovers_weight(
     service: MemoryService, stores: Stores, clock: ManualClock
 ) -> None:
-    memory_id = await add(service, "Prefers taking a taxi over the subway")
+    memory_id = await remember(service, "Prefers taking a taxi over the subway")
     clock.advance(days=30)
     decayed = 0.8 * np.exp(-np.log(8) / 90 * 30)
     [hit] = (await service.recall(RecallRequest(user_id="u1", query="taxi"))).memories
@@ -105,8 +86,10 @@ async def test_recall_hit_counts_and_recovers_weight(
     assert stored is not None and stored.weight == pytest.approx(0.8)  # capped at the type's initial
 
 
-async def test_update_without_content_change_keeps_the_vector(service: MemoryService, stores: Stores) -> None:
-    memory_id = await add(service, "Likes cheese pizza")
+async def test_update_without_content_change_keeps_the_vector(
+    service: MemoryService, stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory_id = await remember(service, "Likes cheese pizza")
     before = (await stores.vectors.get_vectors([memory_id]))[memory_id]
     embedded: list[Sequence[str]] = []
     original = stores.embedder.embed
@@ -115,7 +98,8 @@ async def test_update_without_content_change_keeps_the_vector(service: MemorySer
         embedded.append(list(texts))
         return await original(texts)
 
-    service.embedder.embed = counting_embed  # type: ignore[method-assign]
+    # The embedder is the session's shared one: monkeypatch restores it for every later test.
+    monkeypatch.setattr(service.embedder, "embed", counting_embed)
     view = await service.update(
         UpdateRequest(user_id="u1", memory_id=memory_id, is_important=True, custom_tags=["food"])
     )
@@ -136,8 +120,8 @@ async def test_update_without_content_change_keeps_the_vector(service: MemorySer
 async def test_delete_and_batch_delete_leave_recall_and_counters(
     service: MemoryService, stores: Stores
 ) -> None:
-    ids = [await add(service, f"Owns a pet number {i} named Rex{i}", app_id="app1") for i in range(4)]
-    keep = await add(service, "Owns a cat named Tom")
+    ids = [await remember(service, f"Owns a pet number {i} named Rex{i}", app_id="app1") for i in range(4)]
+    keep = await remember(service, "Owns a cat named Tom")
     assert await counters(stores) == {"app:app1": 4, "global": 1, "total": 5}
     await service.delete(DeleteRequest(user_id="u1", memory_id=ids[0]))
     assert ids[0] not in await recall_ids(service, "pet", scope={"app_id": "app1"}, min_relevance=0)
@@ -158,7 +142,7 @@ async def test_delete_and_batch_delete_leave_recall_and_counters(
 
 
 async def test_history_and_change_log_are_complete(service: MemoryService, clock: ManualClock) -> None:
-    memory_id = await add(service, "Lives in Beijing")
+    memory_id = await remember(service, "Lives in Beijing")
     clock.advance(hours=1)
     await service.update(UpdateRequest(user_id="u1", memory_id=memory_id, content="Lives in Hangzhou"))
     clock.advance(hours=1)
@@ -178,27 +162,27 @@ async def test_history_and_change_log_are_complete(service: MemoryService, clock
 
 
 async def test_duplicate_content_is_stored_once(service: MemoryService, stores: Stores) -> None:
-    first = await add(service, "Likes cheese pizza.")
-    again = await add(service, "  likes CHEESE pizza ")
+    first = await remember(service, "Likes cheese pizza.")
+    again = await remember(service, "  likes CHEESE pizza ")
     assert again == first
     assert await counters(stores) == {"global": 1, "total": 1}
-    other_scope = await add(service, "Likes cheese pizza.", app_id="app1")
+    other_scope = await remember(service, "Likes cheese pizza.", app_id="app1")
     assert other_scope != first
 
 
-async def test_capacity_evicts_lowest_weight_and_rejects_when_only_important(
+async def test_capacity_evicts_the_lowest_weight_first_one_write_at_a_time(
     tmp_path: object, settings: Settings, stores: Stores, clock: ManualClock
 ) -> None:
     settings.capacity.app_limit = 10
     service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, clock=clock)
     weak = [
-        await add(service, f"Watched film number {i}", app_id="a", mem_type=MemType.EPISODIC)
+        await remember(service, f"Watched film number {i}", app_id="a", mem_type=MemType.EPISODIC)
         for i in range(3)
     ]
     clock.advance(days=200)  # episodic memories at 0.60 decay below 0.10
-    strong = [await add(service, f"Speaks language number {i}", app_id="a") for i in range(7)]
+    strong = [await remember(service, f"Speaks language number {i}", app_id="a") for i in range(7)]
     assert (await counters(stores))["app:a"] == 10
-    newest = await add(service, "Plays the violin", app_id="a")
+    newest = await remember(service, "Plays the violin", app_id="a")
     # Down to 90% (9), then the new one (10): one victim, a faded one (weight <= 0.10: deleted).
     assert (await counters(stores))["app:a"] == 10
     async with stores.metadata.transaction() as tx:
@@ -208,7 +192,7 @@ async def test_capacity_evicts_lowest_weight_and_rejects_when_only_important(
     assert {rows[i].status for i in [*strong, newest]} == {Status.ACTIVE}
     history = await service.history(HistoryRequest(user_id="u1", memory_id=victims[0]))
     assert history.changes[-1].op_type is OpType.DELETE and history.changes[-1].reason == "capacity eviction"
-    await add(service, "Plays the cello", app_id="a")
+    await remember(service, "Plays the cello", app_id="a")
     async with stores.metadata.transaction() as tx:
         rows = await tx.get_memories("u1", weak)
     assert sum(rows[i].status is Status.DELETED for i in weak) == 2  # the next write takes the next one
@@ -219,8 +203,8 @@ async def test_capacity_archives_victims_above_threshold(
 ) -> None:
     settings.capacity.global_limit = 5
     service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, clock=clock)
-    ids = [await add(service, f"Visited city number {i}") for i in range(5)]
-    await add(service, "Visited Lisbon")
+    ids = [await remember(service, f"Visited city number {i}") for i in range(5)]
+    await remember(service, "Visited Lisbon")
     async with stores.metadata.transaction() as tx:
         rows = await tx.get_memories("u1", ids)
     archived = [i for i in ids if rows[i].status is Status.ARCHIVED]
@@ -235,9 +219,9 @@ async def test_full_dimension_of_important_memories_rejects(
     settings.capacity.important_ratio = 1.0
     service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, clock=clock)
     for i in range(3):
-        await add(service, f"Critical fact {i}", app_id="a", is_important=True)
+        await remember(service, f"Critical fact {i}", app_id="a", is_important=True)
     with pytest.raises(EngramError) as err:
-        await add(service, "One fact too many", app_id="a")
+        await remember(service, "One fact too many", app_id="a")
     assert err.value.code is ErrorCode.CAPACITY_FULL
     assert (await counters(stores))["app:a"] == 3
 
@@ -248,10 +232,10 @@ async def test_important_limit_has_its_own_code(
     settings.capacity.app_limit = 10  # 20% -> 2 important marks
     service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, clock=clock)
     for i in range(2):
-        await add(service, f"Important fact {i}", app_id="a", is_important=True)
-    plain = await add(service, "Plain fact", app_id="a")
+        await remember(service, f"Important fact {i}", app_id="a", is_important=True)
+    plain = await remember(service, "Plain fact", app_id="a")
     with pytest.raises(EngramError) as err:
-        await add(service, "Third important fact", app_id="a", is_important=True)
+        await remember(service, "Third important fact", app_id="a", is_important=True)
     assert err.value.code is ErrorCode.IMPORTANT_LIMIT_EXCEEDED
     with pytest.raises(EngramError) as err:
         await service.update(UpdateRequest(user_id="u1", memory_id=plain, is_important=True))
@@ -259,13 +243,13 @@ async def test_important_limit_has_its_own_code(
 
 
 async def test_scope_isolation_levels_apps_sessions(service: MemoryService) -> None:
-    glob = await add(service, "Prefers window seats on flights")
-    app_a = await add(service, "Prefers window seats on trains", app_id="a")
-    app_b = await add(service, "Prefers window seats on buses", app_id="b")
-    sess = await add(
+    glob = await remember(service, "Prefers window seats on flights")
+    app_a = await remember(service, "Prefers window seats on trains", app_id="a")
+    app_b = await remember(service, "Prefers window seats on buses", app_id="b")
+    sess = await remember(
         service, "Prefers window seats in this chat", app_id="a", session_id="s1", level=Level.SESSION
     )
-    other = await add(service, "Prefers window seats everywhere", user_id="u2")
+    other = await remember(service, "Prefers window seats everywhere", user_id="u2")
     everything = {glob, app_a, app_b, sess, other}
 
     async def seen(**scope: object) -> set[str]:
@@ -283,9 +267,9 @@ async def test_scope_isolation_levels_apps_sessions(service: MemoryService) -> N
 
 
 async def test_filters_by_ownership_type_and_tags(service: MemoryService) -> None:
-    user_fact = await add(service, "Enjoys hiking in the mountains", custom_tags=["outdoor"])
-    agent_fact = await add(service, "I recommend mountain hikes to the user", ownership=Ownership.AGENT)
-    episode = await add(service, "Hiked Mount Tai last May", mem_type=MemType.EPISODIC)
+    user_fact = await remember(service, "Enjoys hiking in the mountains", custom_tags=["outdoor"])
+    agent_fact = await remember(service, "I recommend mountain hikes to the user", ownership=Ownership.AGENT)
+    episode = await remember(service, "Hiked Mount Tai last May", mem_type=MemType.EPISODIC)
 
     async def ids(**flt: object) -> set[str]:
         return set(await recall_ids(service, "mountain hiking", filter=flt, min_relevance=0))
@@ -300,9 +284,9 @@ async def test_filters_by_ownership_type_and_tags(service: MemoryService) -> Non
     ['a"b', "x' or '1'=='1", '"] or user_key != "', "a || b", "tag) or (1 == 1", "back\\slash", "%_*"],
 )
 async def test_filter_values_are_matched_literally(service: MemoryService, tag: str) -> None:
-    tagged = await add(service, "Keeps a diary every night", custom_tags=[tag])
-    await add(service, "Keeps a journal of dreams", custom_tags=["plain"])
-    await add(service, "Keeps a diary too", user_id="victim", custom_tags=[tag])
+    tagged = await remember(service, "Keeps a diary every night", custom_tags=[tag])
+    await remember(service, "Keeps a journal of dreams", custom_tags=["plain"])
+    await remember(service, "Keeps a diary too", user_id="victim", custom_tags=[tag])
     assert await recall_ids(service, "diary", filter={"custom_tags": [tag]}, min_relevance=0) == [tagged]
     history = await service.history(HistoryRequest(user_id="u1", memory_id=tagged))
     assert history.memory.custom_tags == [tag]
@@ -311,10 +295,24 @@ async def test_filter_values_are_matched_literally(service: MemoryService, tag: 
 async def test_expired_and_superseded_facts_are_not_current(
     service: MemoryService, stores: Stores, clock: ManualClock
 ) -> None:
-    soon = await add(service, "Is travelling to Tokyo", expire_at=clock.now + timedelta(days=2))
+    soon = await remember(service, "Is travelling to Tokyo", expire_at=clock.now + timedelta(days=2))
     assert await recall_ids(service, "travel to Tokyo") == [soon]
     clock.advance(days=3)
     assert await recall_ids(service, "travel to Tokyo") == []
+    # Superseded: a newer value of the same attribute ends the old fact's validity.
+    [old] = await service.process_add(_said("I live in Beijing.", "2023-03-01T00:00:00Z"))
+    [new] = await service.process_add(_said("I moved to Hangzhou.", "2025-06-01T00:00:00Z"))
+    assert new.op == "SUPERSEDE" and new.memory_id == old.memory_id
+    current = await recall_ids(service, "where do I live", min_relevance=0)
+    assert old.memory_id not in current
+    successor = (await service.history(HistoryRequest(user_id="u1", memory_id=old.memory_id or ""))).memory
+    assert successor.status is Status.SUPERSEDED and successor.superseded_by in current
+
+
+def _said(text: str, when: str) -> AddRequest:
+    return AddRequest(
+        user_id="u1", messages=[{"role": "user", "content": text, "msg_id": "m0", "timestamp": when}]
+    )
 
 
 async def test_recall_times_out_with_its_code(service: MemoryService) -> None:
@@ -333,7 +331,7 @@ async def test_recall_times_out_with_its_code(service: MemoryService) -> None:
 
 
 async def test_ranking_weights_come_from_settings(service: MemoryService, settings: Settings) -> None:
-    await add(service, "Drinks green tea every morning")
-    strong = await add(service, "Drinks tea", is_important=True)
+    await remember(service, "Drinks green tea every morning")
+    strong = await remember(service, "Drinks tea", is_important=True)
     settings.recall.relevance_weight, settings.recall.weight_weight = 0.0, 1.0
     assert (await recall_ids(service, "green tea in the morning", min_relevance=0))[0] == strong

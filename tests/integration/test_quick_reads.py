@@ -12,12 +12,12 @@ from sqlalchemy.engine import make_url
 
 from actors.memory_service import MemoryService
 from actors.snapshot import SnapshotCache
-from models.api import AddStructuredRequest, DeleteRequest, MemoryCreated
-from models.enums import MemType, Ownership
+from models.api import DeleteRequest
 from storage.privacy_queries import set_switch
 from storage.quick_reads import BOOKKEEPING_SQL, QuickReader, open_quick_reader
 from storage.stores import Stores
 from tests.conftest import ManualClock
+from tests.support.service import remember
 
 pytestmark = pytest.mark.integration
 
@@ -37,20 +37,11 @@ def quick(database_url: str) -> Iterator[QuickReader]:
     reader.close()
 
 
-async def _remember(service: MemoryService, text: str) -> str:
-    request = AddStructuredRequest(
-        user_id="u1", content=text, ownership=Ownership.USER, mem_type=MemType.SEMANTIC, sync=True
-    )
-    created = await service.add_structured(request)
-    assert isinstance(created, MemoryCreated)
-    return created.memory_id
-
-
 async def test_versions_and_switches_match_the_store(
     stores: Stores, service: MemoryService, clock: ManualClock, quick: QuickReader
 ) -> None:
     assert (quick.version("u1"), quick.switches("u1")) == (0, {})
-    memory_id = await _remember(service, "Likes tea")
+    memory_id = await remember(service, "Likes tea")
     async with stores.metadata.transaction() as tx:
         await set_switch(tx, "u1", "", False, clock.now)
         await set_switch(tx, "u1", "shop", True, clock.now)
@@ -70,7 +61,7 @@ async def test_versions_and_switches_match_the_store(
 async def test_recall_bookkeeping_matches_the_store(
     stores: Stores, service: MemoryService, clock: ManualClock, quick: QuickReader
 ) -> None:
-    ids = [await _remember(service, text) for text in ("Likes tea", "Plays chess")]
+    ids = [await remember(service, text) for text in ("Likes tea", "Plays chess")]
     await service.record_recall_hits("u1", [ids[0]], clock.now)  # one with a hit, one without
     await service.delete(DeleteRequest(user_id="u1", memory_id=ids[1]))  # not ACTIVE: left out
     async with stores.metadata.transaction(readonly=True) as tx:

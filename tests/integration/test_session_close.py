@@ -20,28 +20,17 @@ from actors.write_path import WritePath
 from lifecycle.archive import ColdArchive, LocalDirObjectStore
 from lifecycle.context import LifecycleStores
 from lifecycle.sweeps import Sweeper, run_inline, sweep_users
-from models.api import AddStructuredRequest, RecallRequest, SessionCloseRequest
-from models.enums import Level, MemType, OpType, Ownership, Status
+from models.api import SessionCloseRequest
+from models.enums import Level, OpType, Status
 from models.settings import Settings
 from serve.http_app import build_http_app
 from serve.local_backend import LocalBackend
 from storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.auth import AUTH_OFF
+from tests.support.service import recall_ids, remember
 
 pytestmark = pytest.mark.integration
-
-
-async def add(service: MemoryService, content: str, **fields: Any) -> str:
-    request = AddStructuredRequest(
-        user_id="u1",
-        ownership=Ownership.USER,
-        mem_type=MemType.SEMANTIC,
-        content=content,
-        sync=True,
-        **fields,
-    )
-    return (await service.add_structured(request)).memory_id
 
 
 def in_session(**fields: Any) -> dict[str, Any]:
@@ -58,19 +47,16 @@ async def counters(stores: Stores) -> dict[str, int]:
         return {k: v for k, v in (await tx.counters("u1")).items() if v}
 
 
-async def recall_ids(service: MemoryService, query: str, **fields: Any) -> list[str]:
-    response = await service.recall(RecallRequest(user_id="u1", query=query, **fields))
-    return [m.memory_id for m in response.memories]
-
-
 async def test_valuable_session_memories_are_promoted_and_the_rest_dropped(
     service: MemoryService, stores: Stores
 ) -> None:
-    important = await add(service, "Is allergic to shellfish", app_id="chef", **in_session(is_important=True))
-    flagged = await add(service, "Wants recipes without garlic", app_id="chef", **in_session())
-    recalled = await add(service, "Cooks for four people on Sundays", app_id="chef", **in_session())
-    chatter = await add(service, "Asked what time it is", app_id="chef", **in_session())
-    elsewhere = await add(service, "Likes jazz", session_id="s2", level=Level.SESSION)
+    important = await remember(
+        service, "Is allergic to shellfish", app_id="chef", **in_session(is_important=True)
+    )
+    flagged = await remember(service, "Wants recipes without garlic", app_id="chef", **in_session())
+    recalled = await remember(service, "Cooks for four people on Sundays", app_id="chef", **in_session())
+    chatter = await remember(service, "Asked what time it is", app_id="chef", **in_session())
+    elsewhere = await remember(service, "Likes jazz", session_id="s2", level=Level.SESSION)
     scope = {"app_id": "chef", "session_id": "s1", "include_global": False}
     assert recalled in await recall_ids(service, "cooking for four on Sunday", scope=scope)
     await service.drain()  # R4 bookkeeping: recall_count 1
@@ -103,9 +89,9 @@ async def test_promotion_to_a_full_app_evicts_like_an_admission(
     settings: Settings, service: MemoryService, stores: Stores, clock: ManualClock
 ) -> None:
     settings.capacity.app_limit = 3
-    app_memories = [await add(service, f"Support ticket note {i}", app_id="desk") for i in range(3)]
+    app_memories = [await remember(service, f"Support ticket note {i}", app_id="desk") for i in range(3)]
     clock.advance(days=10)
-    session = await add(service, "Prefers email over phone", **in_session(is_important=True))
+    session = await remember(service, "Prefers email over phone", **in_session(is_important=True))
     result = await SessionCloser(service).close(
         SessionCloseRequest(user_id="u1", app_id="desk", session_id="s1")
     )
@@ -124,8 +110,8 @@ async def test_promotion_refused_by_capacity_drops_the_memory(
     settings.capacity.app_limit = 2
     settings.capacity.important_ratio = 1.0
     for i in range(2):  # full of memories that may never be evicted
-        await add(service, f"Critical runbook step {i}", app_id="ops", is_important=True)
-    session = await add(service, "Pages the on-call engineer at night", **in_session())
+        await remember(service, f"Critical runbook step {i}", app_id="ops", is_important=True)
+    session = await remember(service, "Pages the on-call engineer at night", **in_session())
     result = await SessionCloser(service).close(
         SessionCloseRequest(user_id="u1", app_id="ops", session_id="s1", must_promote=[session])
     )
@@ -139,8 +125,8 @@ async def test_to_be_continued_keeps_a_continuity_memory_that_expires_after_24_h
     settings: Settings, service: MemoryService, stores: Stores, clock: ManualClock, tmp_path: Path
 ) -> None:
     start = clock.now
-    await add(service, "Was planning a trip to Portugal", **in_session())
-    await add(service, "Compared train and flight prices", **in_session())
+    await remember(service, "Was planning a trip to Portugal", **in_session())
+    await remember(service, "Compared train and flight prices", **in_session())
     result = await SessionCloser(service).close(
         SessionCloseRequest(user_id="u1", session_id="s1", to_be_continued=True)
     )
@@ -167,7 +153,7 @@ async def test_the_continuity_period_comes_from_settings(
     settings: Settings, service: MemoryService, stores: Stores, clock: ManualClock
 ) -> None:
     settings.lifecycle.continuity_ttl_hours = 6
-    await add(service, "Drafting a cover letter", **in_session())
+    await remember(service, "Drafting a cover letter", **in_session())
     result = await SessionCloser(service).close(
         SessionCloseRequest(user_id="u1", session_id="s1", to_be_continued=True)
     )
@@ -235,12 +221,14 @@ async def test_an_llm_engine_chooses_which_session_memories_to_keep(
 ) -> None:
     engine = ValuingEngine("allergic", "Lisbon", "Likes")
     service = with_engine(settings, stores, clock, engine)
-    kept = await add(service, "Is allergic to shellfish", app_id="chef", **in_session())
-    planned = await add(service, "Plans a trip to Lisbon in May", app_id="chef", **in_session())
-    chatter = await add(service, "Asked what time it is", app_id="chef", **in_session())
-    important = await add(service, "Said goodbye politely", app_id="chef", **in_session(is_important=True))
-    flagged = await add(service, "Wanted a joke", app_id="chef", **in_session())
-    elsewhere = await add(service, "Likes jazz", session_id="s2", level=Level.SESSION)
+    kept = await remember(service, "Is allergic to shellfish", app_id="chef", **in_session())
+    planned = await remember(service, "Plans a trip to Lisbon in May", app_id="chef", **in_session())
+    chatter = await remember(service, "Asked what time it is", app_id="chef", **in_session())
+    important = await remember(
+        service, "Said goodbye politely", app_id="chef", **in_session(is_important=True)
+    )
+    flagged = await remember(service, "Wanted a joke", app_id="chef", **in_session())
+    elsewhere = await remember(service, "Likes jazz", session_id="s2", level=Level.SESSION)
 
     result = await SessionCloser(service).close(  # the default valuer uses the service's engine
         SessionCloseRequest(user_id="u1", app_id="chef", session_id="s1", must_promote=[flagged])
@@ -271,8 +259,8 @@ async def test_a_failing_engine_falls_back_to_the_deterministic_rule(
 ) -> None:
     engine = ValuingEngine("allergic", fail=True)
     service = with_engine(settings, stores, clock, engine)
-    important = await add(service, "Is allergic to shellfish", **in_session(is_important=True))
-    other = await add(service, "Is allergic to cats", **in_session())
+    important = await remember(service, "Is allergic to shellfish", **in_session(is_important=True))
+    other = await remember(service, "Is allergic to cats", **in_session())
     result = await SessionCloser(service).close(SessionCloseRequest(user_id="u1", session_id="s1"))
     assert (result.promoted, result.dropped) == ([important], [other])
     assert len(engine.requests) == 2  # asked, retried once, then the rule decided
@@ -284,8 +272,8 @@ async def test_the_rules_engine_is_never_asked_to_value_a_session(
 ) -> None:
     engine = CountingRules()
     service = with_engine(settings, stores, clock, engine)
-    flagged = await add(service, "Plans a trip to Lisbon in May", **in_session())
-    other = await add(service, "Is allergic to cats", **in_session())
+    flagged = await remember(service, "Plans a trip to Lisbon in May", **in_session())
+    other = await remember(service, "Is allergic to cats", **in_session())
     result = await SessionCloser(service).close(
         SessionCloseRequest(user_id="u1", session_id="s1", must_promote=[flagged])
     )
@@ -310,8 +298,8 @@ async def http(service: MemoryService, settings: Settings) -> AsyncIterator[http
 
 
 async def test_session_close_route(http: httpx.AsyncClient, service: MemoryService, stores: Stores) -> None:
-    keep = await add(service, "Is vegetarian", **in_session(is_important=True))
-    drop = await add(service, "Said hello", **in_session())
+    keep = await remember(service, "Is vegetarian", **in_session(is_important=True))
+    drop = await remember(service, "Said hello", **in_session())
     response = await http.post(
         "/memory/v1/session/close", json={"user_id": "u1", "session_id": "s1", "to_be_continued": True}
     )

@@ -6,30 +6,21 @@ import pytest
 
 from actors.memory_service import MemoryService
 from actors.snapshot import SnapshotCache
-from models.api import AddStructuredRequest, DeleteRequest, MemoryCreated
-from models.enums import MemType, Ownership
+from models.api import DeleteRequest
 from storage.stores import Stores
 from tests.conftest import ManualClock
+from tests.support.service import remember
 
 pytestmark = pytest.mark.integration
-
-
-async def _remember(service: MemoryService, user_id: str, text: str) -> str:
-    request = AddStructuredRequest(
-        user_id=user_id, content=text, ownership=Ownership.USER, mem_type=MemType.SEMANTIC, sync=True
-    )
-    created = await service.add_structured(request)
-    assert isinstance(created, MemoryCreated)
-    return created.memory_id
 
 
 async def test_warm_loads_the_most_recently_active_users(
     stores: Stores, service: MemoryService, clock: ManualClock
 ) -> None:
     for user in ("old", "middle", "recent"):
-        await _remember(service, user, f"{user} likes tea")
+        await remember(service, f"{user} likes tea", user)
         clock.advance(hours=1)
-    gone = await _remember(service, "gone", "gone likes coffee")
+    gone = await remember(service, "gone likes coffee", "gone")
     await service.delete(DeleteRequest(user_id="gone", memory_id=gone))  # nothing active: not warmed
     async with stores.metadata.transaction(readonly=True) as tx:
         assert await tx.recently_active_users(10) == ["recent", "middle", "old"]

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from actors.memory_service import MemoryService
 from actors.snapshot import SnapshotCache
-from models.api import AddStructuredRequest, DeleteRequest, MemoryCreated
+from models.api import DeleteRequest
 from models.enums import Level, MemType, Ownership
 from storage import vector_copies
 from storage.metadata import MetadataStore, MetadataTx
@@ -22,6 +22,7 @@ from storage.stores import Stores
 from storage.vector_copies import CopyingVectorStore
 from storage.vectors import VectorRecord
 from tests.conftest import ManualClock
+from tests.support.service import remember
 
 pytestmark = pytest.mark.integration
 
@@ -50,22 +51,13 @@ class CountingMetadata:
         return self.inner.transaction(readonly=readonly)
 
 
-async def _remember(service: MemoryService, text: str, user_id: str = "u1") -> str:
-    request = AddStructuredRequest(
-        user_id=user_id, content=text, ownership=Ownership.USER, mem_type=MemType.SEMANTIC, sync=True
-    )
-    created = await service.add_structured(request)
-    assert isinstance(created, MemoryCreated)
-    return created.memory_id
-
-
 def _copying(stores: Stores) -> CopyingVectorStore:
     assert isinstance(stores.vectors, CopyingVectorStore)
     return stores.vectors
 
 
 async def test_every_indexed_vector_has_a_sealed_copy(stores: Stores, service: MemoryService) -> None:
-    ids = [await _remember(service, t) for t in ("Likes green tea", "Lives in Lisbon")]
+    ids = [await remember(service, t) for t in ("Likes green tea", "Lives in Lisbon")]
     from_index = await _copying(stores).index.get_vectors(ids)
     async with stores.metadata.transaction(readonly=True) as tx:
         copies = await vector_copies.for_user(tx, "u1")
@@ -80,7 +72,7 @@ async def test_every_indexed_vector_has_a_sealed_copy(stores: Stores, service: M
 async def test_snapshot_loads_from_copies_without_the_vector_source(
     stores: Stores, service: MemoryService
 ) -> None:
-    ids = [await _remember(service, t) for t in ("Plays tennis on Sundays", "Allergic to peanuts")]
+    ids = [await remember(service, t) for t in ("Plays tennis on Sundays", "Allergic to peanuts")]
     source = CountingSource(_copying(stores))
     cache = SnapshotCache(stores.metadata, source, stores.embedder, max_users=10, ttl_s=60)
     snapshot = await cache.get("u1")
@@ -89,7 +81,7 @@ async def test_snapshot_loads_from_copies_without_the_vector_source(
 
 
 async def test_a_missing_copy_falls_back_to_the_index(stores: Stores, service: MemoryService) -> None:
-    kept, lost = await _remember(service, "Drives a blue car"), await _remember(service, "Reads sci-fi")
+    kept, lost = await remember(service, "Drives a blue car"), await remember(service, "Reads sci-fi")
     async with stores.metadata.transaction() as tx:
         await vector_copies.remove(tx, [lost])
     source = CountingSource(_copying(stores))
@@ -105,7 +97,7 @@ async def test_a_missing_copy_falls_back_to_the_index(stores: Stores, service: M
 async def test_a_failed_copy_write_leaves_no_stale_copy(
     stores: Stores, service: MemoryService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    memory_id = await _remember(service, "Drives a blue car")
+    memory_id = await remember(service, "Drives a blue car")
     store = _copying(stores)
     [old] = (await store.index.get_vectors([memory_id])).values()
     record = VectorRecord(memory_id, "u1", "", None, Level.GLOBAL, Ownership.USER, MemType.SEMANTIC, -old)
@@ -122,9 +114,9 @@ async def test_a_failed_copy_write_leaves_no_stale_copy(
 
 
 async def test_delete_and_delete_user_remove_copies(stores: Stores, service: MemoryService) -> None:
-    first = await _remember(service, "Works as a nurse")
-    second = await _remember(service, "Has two cats")
-    other = await _remember(service, "Collects stamps", user_id="u2")
+    first = await remember(service, "Works as a nurse")
+    second = await remember(service, "Has two cats")
+    other = await remember(service, "Collects stamps", user_id="u2")
     await service.delete(DeleteRequest(user_id="u1", memory_id=first))
     got = await stores.vectors.get_vectors([first, second, other])
     assert set(got) == {second, other}
@@ -135,7 +127,7 @@ async def test_delete_and_delete_user_remove_copies(stores: Stores, service: Mem
 
 
 async def test_copies_of_a_shredded_user_are_unreadable(stores: Stores, service: MemoryService) -> None:
-    await _remember(service, "Keeps a diary")
+    await remember(service, "Keeps a diary")
     async with stores.metadata.transaction() as tx:
         assert await tx.shred("u1")
     async with stores.metadata.transaction(readonly=True) as tx:
@@ -149,7 +141,7 @@ async def test_an_expired_snapshot_refreshes_weights_without_reloading(
     quick = open_quick_reader(database_url) if reads == "quick" else None
     if reads == "quick" and quick is None:
         pytest.skip("quick reads exist for SQLite only")
-    memory_id = await _remember(service, "Swims every morning")
+    memory_id = await remember(service, "Swims every morning")
     ticks = [0.0]
     source = CountingSource(_copying(stores))
     metadata = CountingMetadata(stores.metadata)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -166,19 +164,14 @@ def test_matches_the_textbook_formula() -> None:
     np.testing.assert_allclose(index.scores(["a", "b"]), [expected(d, ["a", "b"]) for d in docs])
 
 
-def test_construction_of_two_thousand_short_documents_is_fast() -> None:
+def test_two_thousand_short_documents_index_and_score() -> None:
+    # The size of a full user (capacity 2,000); its speed is measured by loadtest/bench_lexical.py.
     words = [f"word{i}" for i in range(3000)]
     rng = np.random.default_rng(7)
     docs = [[words[j] for j in rng.integers(0, len(words), 15)] for _ in range(2000)]
-    start = time.perf_counter()
-    index = Bm25Index(docs)
-    built = time.perf_counter() - start
-    start = time.perf_counter()
-    index.scores(docs[0])
-    queried = time.perf_counter() - start
-    # Measured ~15 ms and ~0.05 ms; the bounds leave room for a slow, shared CI machine.
-    assert built < 0.5
-    assert queried < 0.05
+    scores = Bm25Index(docs).normalised_scores(docs[0])
+    assert scores.shape == (2000,)
+    assert int(np.argmax(scores)) == 0 and scores[0] == pytest.approx(1.0)
 
 
 @given(

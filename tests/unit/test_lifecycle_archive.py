@@ -20,6 +20,8 @@ from lifecycle.archive import (
 from models.settings import Settings
 from storage.crypto import ContentCipher
 
+pytestmark = pytest.mark.unit
+
 
 class NoSuchKeyError(Exception):
     """What botocore raises for a missing key (code NoSuchKey)."""

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from lifecycle.job import batches, partition, sweep_partition_body
 from lifecycle.plan import SweepCounts
 from lifecycle.sweeps import run_inline, sweep_users
 from models.settings import Settings
 from serve.shard import shard_of
+
+pytestmark = pytest.mark.unit
 
 
 def test_partitions_are_stable_disjoint_and_complete() -> None:

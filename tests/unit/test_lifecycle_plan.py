@@ -11,6 +11,8 @@ from lifecycle.reconcile import counter_drift, expected_counters
 from models.enums import Status
 from models.settings import Settings
 
+pytestmark = pytest.mark.unit
+
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from lifecycle.schedule import DailyScheduler, next_run_at
+
+pytestmark = pytest.mark.unit
 
 
 def at(day: int, hour: int, minute: int = 0) -> datetime:
