@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from models.settings import Settings
+from tests.support.net import free_port
 
 
 @dataclass
@@ -20,13 +20,6 @@ class RunningApp:
 
     url: str
     settings: Settings
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +34,7 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
     data_dir: Path = tmp_path_factory.mktemp("engram-e2e")
     settings = Settings(
         storage={"data_dir": data_dir},
-        serve={"port": _free_port(), "app_name": "engram-e2e"},
+        serve={"port": free_port(), "app_name": "engram-e2e"},
         recall={"timeout_ms": 30_000},  # noisy shared machine; 50401 is tested deterministically
         # Bursts of hundreds of writes for one user are part of these tests; 42903 is tested
         # through the HTTP app (tests/integration/test_rate_limit.py).

@@ -9,6 +9,7 @@ import pytest
 
 from tests.e2e.conftest import RunningApp
 from tests.e2e.recovery import assert_all_done_exactly_once
+from tests.support.crash_facts import FACTS
 
 pytestmark = pytest.mark.e2e
 
@@ -19,7 +20,7 @@ def test_killed_shard_loses_and_duplicates_nothing(engram_app: RunningApp) -> No
     from serve.shard import shard_name
 
     users = [f"crash-{i}" for i in range(6)]
-    per_user = 15  # a user's tasks run one at a time: the tail of the queue is still waiting at the kill
+    per_user = len(FACTS)  # a user's tasks run one at a time: the tail of the queue waits at the kill
 
     async def accept_all() -> list[tuple[str, str]]:
         async with httpx.AsyncClient(base_url=engram_app.url, timeout=60) as http:
@@ -28,11 +29,11 @@ def test_killed_shard_loses_and_duplicates_nothing(engram_app: RunningApp) -> No
                     u,
                     {
                         "user_id": u,
-                        "messages": [{"role": "user", "content": f"I collect stamps from country {n}."}],
+                        "messages": [{"role": "user", "content": fact}],
                     },
                 )
                 for u in users
-                for n in range(per_user)
+                for fact in FACTS
             ]
             answers = await asyncio.gather(*(http.post("/memory/v1/add", json=b) for _, b in bodies))
         return [(u, a.json()["data"]["task_id"]) for (u, _), a in zip(bodies, answers, strict=True)]

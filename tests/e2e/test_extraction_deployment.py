@@ -9,6 +9,7 @@ import pytest
 
 from tests.e2e.conftest import RunningApp
 from tests.e2e.recovery import assert_all_done_exactly_once
+from tests.support.crash_facts import FACTS
 
 pytestmark = pytest.mark.e2e
 
@@ -71,7 +72,7 @@ def test_killed_extraction_replica_loses_and_duplicates_nothing(engram_app: Runn
     async def accept(numbers: range) -> list[tuple[str, str]]:
         async with httpx.AsyncClient(base_url=engram_app.url, timeout=60) as http:
             bodies = [
-                (u, {"user_id": u, "messages": [{"role": "user", "content": f"I keep bees in hive {n}."}]})
+                (u, {"user_id": u, "messages": [{"role": "user", "content": FACTS[n]}]})
                 for u in users
                 for n in numbers
             ]

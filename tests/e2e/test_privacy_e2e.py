@@ -248,9 +248,15 @@ def test_logs_carry_no_content(engram_app: RunningApp) -> None:
     export(engram_app, user)
     ok(engram_app, "delete", {"user_id": user, "memory_id": memory_id})
     ok(engram_app, "user/purge", {"user_id": user})
-    # Sent last, logged by the proxy with its path: once it is in the logs, so is everything above.
-    sentinel = f"/memory/v1/log-sentinel-{uuid.uuid4().hex}"
-    assert httpx.post(f"{engram_app.url}{sentinel}", json={}, timeout=60).status_code == 404
+    # Sent last with its own request id, which Serve's access log records: once that line is in
+    # the logs, so is everything above.
+    sentinel = str(uuid.uuid4())
+    httpx.post(
+        f"{engram_app.url}{V1}/task",
+        json={"task_id": uuid.uuid4().hex},
+        headers={"X-Request-ID": sentinel},
+        timeout=60,
+    )
 
     node = ray._private.worker._global_node
     assert node is not None

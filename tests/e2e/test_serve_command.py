@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import _free_port
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +32,7 @@ def test_a_failed_start_prints_the_reason_and_stops_cleanly(tmp_path: Path) -> N
     env = dict(os.environ, ENGRAM_CONFIG=str(config), RAY_AUTH_MODE="disabled")
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run(
-        [sys.executable, "-m", "serve.cli", "serve", "--port", str(_free_port())],
+        [sys.executable, "-m", "serve.cli", "serve", "--port", str(free_port())],
         capture_output=True,
         text=True,
         env=env,

@@ -136,20 +136,72 @@ def refused(key: str, user: str, scope: dict[str, Any]) -> bool:
     return bool(scope.get("include_global", True)) and not granted_global
 
 
+# The scope table (SPEC R1 / P4, docs/privacy.md "Isolation"), written as cases rather than as the
+# branches of ``actors.isolation``: (where the memory lives, include_global, how the request's app
+# and session relate to the memory's) -> visible. "*" matches anything; every combination matches
+# exactly one row (checked below).
+SCOPE_TABLE: list[tuple[str, bool | str, str, str, bool]] = [
+    # place             include_global  request app  request session  visible
+    ("GLOBAL", True, "*", "*", True),
+    ("GLOBAL", False, "*", "*", False),
+    ("APP", "*", "same", "*", True),
+    ("APP", "*", "none", "*", False),
+    ("APP", "*", "other", "*", False),
+    ("SESSION of an app", "*", "same", "same", True),
+    ("SESSION of an app", "*", "none", "same", False),
+    ("SESSION of an app", "*", "other", "same", False),
+    ("SESSION of an app", "*", "*", "none", False),
+    ("SESSION of an app", "*", "*", "other", False),
+    ("SESSION without app", "*", "*", "same", True),
+    ("SESSION without app", "*", "*", "none", False),
+    ("SESSION without app", "*", "*", "other", False),
+]
+
+
+def _relation(mine: str | None, asked: str | None) -> str:
+    if asked is None:
+        return "none"
+    return "same" if mine == asked else "other"
+
+
+def _rows(place: str, include_global: bool, app: str, session: str) -> list[bool]:
+    return [
+        visible
+        for row_place, row_global, row_app, row_session, visible in SCOPE_TABLE
+        if row_place == place
+        and row_global in ("*", include_global)
+        and row_app in ("*", app)
+        and row_session in ("*", session)
+    ]
+
+
 def visible(t: Truth, user: str, scope: dict[str, Any], ownership: list[str], mem_type: list[str]) -> bool:
-    """Ground truth of R1/P4, written from the SPEC, not from the code under test."""
+    """Ground truth of R1/P4: the owner, the filters, then the scope table."""
     if (
         t.user_id != user
         or (ownership and t.ownership not in ownership)
         or (mem_type and t.mem_type not in mem_type)
     ):
         return False
-    app_id, session_id = scope.get("app_id"), scope.get("session_id")
-    if t.level == "GLOBAL":
-        return bool(scope.get("include_global", True))
-    if t.level == "APP":
-        return app_id is not None and t.app_id == app_id
-    return session_id is not None and t.session_id == session_id and t.app_id in ("", app_id or "")
+    session_place = "SESSION of an app" if t.app_id else "SESSION without app"
+    place = session_place if t.level == "SESSION" else t.level
+    [answer] = _rows(
+        place,
+        bool(scope.get("include_global", True)),
+        _relation(t.app_id or None, scope.get("app_id")),
+        _relation(t.session_id, scope.get("session_id")),
+    )
+    return answer
+
+
+def test_the_scope_table_covers_every_case_once() -> None:
+    places = ["GLOBAL", "APP", "SESSION of an app", "SESSION without app"]
+    relations = ["none", "same", "other"]
+    for place in places:
+        for include_global in (True, False):
+            for app in relations:
+                for session in relations:
+                    assert len(_rows(place, include_global, app, session)) == 1, (place, app, session)
 
 
 async def test_randomised_isolation(app: PrivacyApp) -> None:
