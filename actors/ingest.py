@@ -15,22 +15,23 @@ from datetime import datetime
 import numpy as np
 
 from actors import statements
-from actors.admission import admit, counter_deltas
 from actors.engines.base import Engine
 from actors.evolution import Evolver, Existing, Plan
 from actors.extraction import Fact, extract_facts
-from actors.records import new_memory, placement, vector_record
 from actors.snapshot import SnapshotCache
-from lifecycle.decay import merged_weight, type_initial_weight, weight_now
 from models.api import AddRequest, Decision
 from models.domain import Memory
 from models.enums import Level, OpSource, OpType, Status, TaskStatus
 from models.errors import EngramError, ErrorCode
 from models.hashing import content_hash
+from models.rules.capacity import counter_deltas
+from models.rules.decay import merged_weight, type_initial_weight, weight_now
+from models.rules.records import new_memory, placement
 from models.settings import Settings
+from storage.admission import admit
 from storage.embedders import Embedder
 from storage.metadata import MetadataStore, MetadataTx
-from storage.vectors import VectorRecord, VectorStore
+from storage.vectors import VectorRecord, VectorStore, vector_record
 
 
 class _AlreadyFinishedError(Exception):

@@ -14,16 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from actors import capacity, statements
-from actors.admission import admit, check_important_mark, counter_deltas
+from actors import statements
 from actors.engines.base import Engine
 from actors.engines.factory import engine_from_settings
 from actors.ingest import Ingestor
 from actors.recall import Recaller
-from actors.records import new_memory, placement, vector_record
 from actors.snapshot import VectorSource
 from actors.views import change_view, memory_view
-from lifecycle.decay import recovered_weight, type_initial_weight, weight_now
 from models.api import (
     AddRequest,
     AddStructuredRequest,
@@ -45,10 +42,15 @@ from models.domain import Memory, utcnow
 from models.enums import OpSource, OpType, Status
 from models.errors import EngramError, ErrorCode
 from models.hashing import content_hash
+from models.rules import capacity
+from models.rules.capacity import counter_deltas
+from models.rules.decay import recovered_weight, type_initial_weight, weight_now
+from models.rules.records import new_memory, placement
 from models.settings import Settings
+from storage.admission import admit, check_important_mark
 from storage.embedders import Embedder
 from storage.metadata import MetadataStore
-from storage.vectors import VectorStore
+from storage.vectors import VectorStore, vector_record
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any, Protocol
 
-from actors import capacity
 from actors.export_files import SealedLineWriter, export_path, read_plain, remove_exports
 from actors.export_import import (
     Step,
@@ -29,7 +28,6 @@ from actors.export_import import (
     to_memory,
 )
 from actors.memory_service import MemoryService
-from actors.records import vector_record
 from actors.views import memory_view
 from models.api import UserImportRequest, UserListRequest, UserPurgeRequest, UserSwitchRequest
 from models.domain import GLOBAL_APP, WriteTask
@@ -37,8 +35,10 @@ from models.enums import OpSource, OpType, Status, TaskStatus
 from models.errors import EngramError, ErrorCode
 from models.hashing import content_hash
 from models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
+from models.rules import capacity
 from storage import privacy_queries as q
 from storage.metadata import MetadataTx
+from storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
 

@@ -14,14 +14,15 @@ from datetime import datetime
 
 import numpy as np
 
-from actors import isolation, ranking
+from actors import isolation
 from actors.lexical import Bm25Index, fuse, tokenize
 from actors.snapshot import SnapshotCache, UserSnapshot, VectorSource
 from actors.views import recalled_memory
-from lifecycle.decay import weight_now
 from models.api import RecallRequest, RecallResponse
 from models.domain import Memory
 from models.errors import EngramError, ErrorCode
+from models.rules import ranking
+from models.rules.decay import weight_now
 from models.settings import RecallSettings, Settings
 from storage.embedders import Embedder
 from storage.metadata import MetadataStore

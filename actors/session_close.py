@@ -17,18 +17,20 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
-from actors import capacity, statements
-from actors.admission import admit, counter_deltas, make_room
+from actors import statements
 from actors.memory_service import MemoryService
-from actors.records import new_memory, vector_record
 from actors.session_value import EngineValuer, Valuer, deterministic_value
 from models.api import MAX_CONTENT_CHARS, SessionCloseRequest, SessionCloseResult
 from models.domain import GLOBAL_APP, Memory
 from models.enums import Level, MemType, OpSource, OpType, Ownership, Status
 from models.errors import EngramError, ErrorCode
 from models.hashing import content_hash
+from models.rules import capacity
+from models.rules.capacity import counter_deltas
+from models.rules.records import new_memory
+from storage.admission import admit, make_room
 from storage.metadata import MetadataTx
-from storage.vectors import VectorRecord
+from storage.vectors import VectorRecord, vector_record
 
 CONTINUITY_TAG = "continuity"
 

@@ -7,19 +7,17 @@ open the vector file. A task reports progress after every batch (log line) and r
 the driver reports each partition as it finishes. Rerunning an interrupted job is safe: every step
 is conditioned on the state it was decided from (``lifecycle.sweeps``).
 
-Entry points: ``python -m lifecycle.job [--dry-run]`` (``ray job submit``, the RayCronJob in
-``cluster/``), ``engram sweep``, and the in-app scheduler (``serve.sweep_scheduler``).
+The shards are the app's (``serve``, a layer above): the caller passes ``prepare``, which makes
+sure they run. Entry points, all in ``serve``: ``python -m serve.sweep_job [--dry-run]`` (``ray job
+submit``, the RayCronJob in ``cluster/``), ``engram sweep``, and the in-app scheduler.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
 import logging
-import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +29,7 @@ import ray
 from lifecycle.plan import SweepCounts
 from lifecycle.queries import user_ids_page
 from models.domain import utcnow
-from models.settings import Settings, load_settings
+from models.settings import Settings
 from storage.database import create_engine
 
 log = logging.getLogger(__name__)
@@ -114,7 +112,7 @@ def sweep_partition_body(
 ) -> PartitionReport:
     """One task's work: its users grouped by owning shard, in batches; ``call(shard, batch)`` sweeps."""
     # The shards live in ``serve``; the job drives them, so it names them the way the app does.
-    from serve.shard import shard_of
+    from models.rules.sharding import shard_of
 
     started = time.perf_counter()
     total = SweepCounts()
@@ -150,7 +148,7 @@ def sweep_partition(
     index: int, user_ids: list[str], now: datetime, dry_run: bool, settings: Settings
 ) -> PartitionReport:
     """The Ray task of one partition (retried by Ray if its worker dies: the sweep is idempotent)."""
-    from serve.shard import shard_name
+    from models.rules.sharding import shard_name
 
     logging.basicConfig(level=logging.INFO)
     handles: dict[int, Any] = {}
@@ -164,27 +162,6 @@ def sweep_partition(
     return sweep_partition_body(index, user_ids, now, dry_run, settings, call)
 
 
-def ensure_shards(settings: Settings) -> list[Any]:
-    """The app's shard actors, started (detached, as the app would) when the app is not running."""
-    from serve.shard import ShardActor, shard_name
-
-    # Shards started here (no app running) have no extraction deployment to call; sweeps never
-    # extract, and a running app's shards are found by name and keep their own settings.
-    own = settings.model_copy(deep=True)
-    own.serve.extraction_replicas = 0
-    shards = [
-        ShardActor.options(  # type: ignore[attr-defined]
-            name=shard_name(settings.serve.app_name, i),
-            namespace="serve",
-            get_if_exists=True,
-            lifetime="detached",
-        ).remote(own, i)
-        for i in range(settings.serve.shard_count)
-    ]
-    ray.get([s.ready.remote() for s in shards])
-    return shards
-
-
 def run_job(
     settings: Settings,
     *,
@@ -192,14 +169,17 @@ def run_job(
     dry_run: bool = False,
     users: Sequence[str] | None = None,
     on_partition: Callable[[PartitionReport], None] | None = None,
+    prepare: Callable[[Settings], object] | None = None,
 ) -> JobReport:
     """Sweep every user (or only ``users``) once as of ``now`` (default: the current time).
 
-    Ray must be initialised; the app's shard actors are used, or started when absent.
+    Ray must be initialised and the app's shard actors reachable by name; ``prepare(settings)``
+    runs first (``serve.sweep_job.ensure_shards`` starts them when the app is not running).
     """
     started = time.perf_counter()
     now = now or utcnow()
-    ensure_shards(settings)
+    if prepare is not None:
+        prepare(settings)
     users = list(users) if users is not None else asyncio.run(list_users(settings))
     parts = partition(users, settings.lifecycle.job_partitions)
     pending = [
@@ -218,28 +198,3 @@ def run_job(
             setattr(totals, name, getattr(totals, name) + value)
     reports.sort(key=lambda r: r.partition)
     return JobReport(now, dry_run, reports, totals.as_dict(), time.perf_counter() - started)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m lifecycle.job``: run the sweep job on the current Ray cluster and print the report."""
-    parser = argparse.ArgumentParser(prog="lifecycle.job", description="Run Engram's lifecycle sweeps once.")
-    parser.add_argument("--config", help="YAML settings file (default: $ENGRAM_CONFIG)")
-    parser.add_argument("--dry-run", action="store_true", help="count what would change, change nothing")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    settings = load_settings(args.config)
-    ray.init(address=os.environ.get("RAY_ADDRESS"), namespace="serve", log_to_driver=False)
-    try:
-        report = run_job(
-            settings,
-            dry_run=args.dry_run,
-            on_partition=lambda p: print(json.dumps({"partition": p.partition, **p.counts}), flush=True),
-        )
-    finally:
-        ray.shutdown()
-    print(report.to_json())
-    return 1 if report.totals.get("failed_users") else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

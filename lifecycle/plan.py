@@ -11,8 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from lifecycle.decay import decayed_weight, is_decay_exempt
 from models.enums import Status
+from models.rules.decay import decayed_weight, is_decay_exempt
 from models.settings import Settings
 
 # Weights are floats: a memory that reaches the threshold exactly on its day (0.80 at day 90) must

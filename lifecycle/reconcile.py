@@ -11,13 +11,13 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 
-from actors import capacity
-from actors.records import vector_record
 from lifecycle.archive import ArchivedItem
 from lifecycle.context import LifecycleStores, vectors_for
 from lifecycle.plan import SweepCounts
 from lifecycle.queries import statuses
 from models.enums import Status
+from models.rules import capacity
+from storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from actors.admission import counter_deltas, make_room
-from actors.records import vector_record
 from lifecycle.context import LifecycleStores, vectors_for
-from lifecycle.decay import type_initial_weight
 from models.domain import Memory
 from models.enums import OpSource, OpType, Status
 from models.errors import EngramError, ErrorCode
+from models.rules.capacity import counter_deltas
+from models.rules.decay import type_initial_weight
+from storage.admission import make_room
+from storage.vectors import vector_record
 
 
 async def restore_memory(

@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import TypeVar
 
-from actors.admission import counter_deltas
 from lifecycle.archive import ArchivedItem
 from lifecycle.context import LifecycleStores, vectors_for
 from lifecycle.plan import Action, SweepCounts, Verdict, count, decide
@@ -25,6 +24,7 @@ from lifecycle.queries import archive_active, delete_rows, sanitize_changes, sto
 from lifecycle.reconcile import reconcile_user
 from models.domain import Memory
 from models.enums import OpSource, OpType, Status
+from models.rules.capacity import counter_deltas
 from storage.metadata import MetadataTx
 
 log = logging.getLogger(__name__)

@@ -6,6 +6,7 @@ printed is one JSON object with the recall and /healthz percentiles read from lo
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +162,7 @@ def _stop_app(data_dir: Path) -> None:
     import ray
     from ray import serve
 
-    from serve.shard import shard_name
+    from models.rules.sharding import shard_name
 
     serve.shutdown()  # type: ignore[no-untyped-call]
     with contextlib.suppress(ValueError):  # already gone
@@ -197,3 +199,22 @@ def _locust(url: str, users: int, recall_rps: float, duration_s: int) -> dict[st
     figures: dict[str, dict[str, float]] = json.loads(stats_file.read_text())
     shutil.rmtree(stats_file.parent, ignore_errors=True)
     return figures
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m loadtest.run`` (what ``engram loadtest`` runs): one load test, its figures as JSON."""
+    parser = argparse.ArgumentParser(prog="engram loadtest", description=run.__doc__)
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--memories", type=int, default=100)
+    parser.add_argument("--rps", type=float, default=30.0, help="offered recall requests per second")
+    parser.add_argument("--duration", type=int, default=60, help="seconds of load")
+    parser.add_argument("--url", help="an Engram app already running (default: start one, seeded)")
+    parser.add_argument("--seed-cache", type=Path, help="keep seeded data here and reuse it")
+    args = parser.parse_args(argv)
+    figures = run(args.users, args.memories, args.rps, args.duration, args.url, seed_cache=args.seed_cache)
+    print(json.dumps(figures))
+    return 0 if figures["errors"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,13 +12,14 @@ import sys
 from collections import Counter
 from datetime import timedelta
 
-from actors.admission import counter_deltas
-from actors.records import new_memory, vector_record
 from models.domain import utcnow
 from models.enums import Level, MemType, OpSource, OpType, Ownership
 from models.hashing import content_hash
+from models.rules.capacity import counter_deltas
+from models.rules.records import new_memory
 from models.settings import Settings
 from storage.stores import open_stores
+from storage.vectors import vector_record
 
 _SUBJECTS = [
     "pizza",

@@ -50,6 +50,7 @@ from models.api import (
 )
 from models.domain import utcnow
 from models.errors import EngramError
+from models.rules.sharding import shard_name, shard_of
 from models.settings import Settings, load_settings
 from serve import app_state, auth
 from serve.auth import Authenticator
@@ -62,7 +63,7 @@ from serve.privacy_backend import ForwardPrivacy, PrivacyBackend
 from serve.rate_limit import RateLimitedBackend, RateLimiter
 from serve.ray_backend import RayBackend
 from serve.settings_update import apply_overrides
-from serve.shard import ShardActor, shard_name, shard_of
+from serve.shard import ShardActor
 from serve.sweep_scheduler import start_scheduler
 from storage.crypto import LocalKeyFileProvider
 from storage.database import create_engine

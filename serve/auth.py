@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from models.errors import EngramError, ErrorCode
 from models.settings import AuthSettings
+from serve.envelope import envelope
 
 log = logging.getLogger(__name__)
 
@@ -268,8 +269,6 @@ async def _buffer(receive: Receive) -> tuple[bytes, Receive]:
 
 
 async def _refuse(exc: EngramError, scope: Scope, receive: Receive, send: Send) -> None:
-    from serve.http_app import envelope  # imported late: http_app installs this middleware
-
     await envelope(exc.code, exc.message, uuid.uuid4().hex)(scope, receive, send)
 
 

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -132,7 +133,7 @@ def _stop(settings: Settings) -> int:
     import ray
     from ray import serve
 
-    from serve.shard import shard_name
+    from models.rules.sharding import shard_name
 
     code = 0
     shards = []
@@ -159,11 +160,20 @@ def _stop(settings: Settings) -> int:
 
 
 def _loadtest(args: argparse.Namespace) -> int:
-    from loadtest.run import run
-
-    figures = run(args.users, args.memories, args.rps, args.duration, args.url, seed_cache=args.seed_cache)
-    print(json.dumps(figures))
-    return 0 if figures["errors"] == 0 else 1
+    # The load tester is a layer above the service it loads: run as its own program, never imported.
+    command = [
+        sys.executable,
+        "-m",
+        "loadtest.run",
+        "--users",
+        str(args.users),
+        "--memories",
+        str(args.memories),
+    ]
+    command += ["--rps", str(args.rps), "--duration", str(args.duration)]
+    command += ["--url", args.url] if args.url else []
+    command += ["--seed-cache", str(args.seed_cache)] if args.seed_cache else []
+    return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -172,7 +182,8 @@ def _sweep(args: argparse.Namespace) -> int:
     import ray
 
     from lifecycle.job import run_job
-    from serve.shard import shard_name
+    from models.rules.sharding import shard_name
+    from serve.sweep_job import ensure_shards
 
     settings = load_settings(args.config)
     address = args.address or os.environ.get("RAY_ADDRESS")
@@ -180,6 +191,7 @@ def _sweep(args: argparse.Namespace) -> int:
     try:
         report = run_job(
             settings,
+            prepare=ensure_shards,
             dry_run=args.dry_run,
             on_partition=lambda p: print(json.dumps({"partition": p.partition, **p.counts}), flush=True),
         )

@@ -6,8 +6,7 @@ how they send it. Failures raise ``EngramApiError`` carrying the C9 code and the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
@@ -31,46 +30,14 @@ from models.api import (
     TaskView,
     UpdateRequest,
 )
-from models.errors import ErrorCode
+from serve.client_calls import Call, EngramApiError
 from serve.lifecycle_client import AsyncLifecycleClient, LifecycleClient
 from serve.privacy_client import AsyncPrivacyClient, PrivacyClient
 
+__all__ = ["AsyncEngramClient", "EngramApiError", "EngramClient"]
+
 T = TypeVar("T")
 PREFIX = "/memory/v1"
-
-
-class EngramApiError(Exception):
-    """An envelope with a non-zero code (other than 20001 on recall, which is an empty result)."""
-
-    def __init__(self, code: int, msg: str, trace_id: str) -> None:
-        super().__init__(f"{code} {msg} (trace {trace_id})")
-        self.code = code
-        self.msg = msg
-        self.trace_id = trace_id
-
-
-@dataclass(frozen=True)
-class Call(Generic[T]):
-    """One operation: where it goes, what it sends, how its data is read."""
-
-    path: str
-    request: BaseModel
-    result: TypeAdapter[T]
-
-    def body(self) -> dict[str, Any]:
-        """The JSON body (unset defaults left out, so the server's configured defaults apply)."""
-        return self.request.model_dump(mode="json", exclude_unset=True)
-
-    def parse(self, response: httpx.Response) -> T:
-        """The data of a success envelope; EngramApiError otherwise."""
-        try:
-            payload = response.json()
-        except ValueError as exc:
-            raise EngramApiError(int(ErrorCode.DEPENDENCY_UNAVAILABLE), "not an Engram answer", "") from exc
-        code = int(payload.get("code", -1))
-        if code not in (0, int(ErrorCode.NO_RELEVANT_MEMORY)):
-            raise EngramApiError(code, str(payload.get("msg", "")), str(payload.get("trace_id", "")))
-        return self.result.validate_python(payload.get("data"))
 
 
 def _call(path: str, request: BaseModel, result: Any) -> Call[Any]:

@@ -7,7 +7,6 @@ class. Validation messages name fields and error kinds, never the values sent (t
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from models.api import (
@@ -44,35 +44,22 @@ from models.api import (
 from models.errors import EngramError, ErrorCode
 from serve.auth import Authenticator, AuthGuard
 from serve.backend import EngramBackend
+from serve.envelope import ERROR_RESPONSES, envelope, trace_id_of
 from serve.privacy_routes import add_privacy_routes, memory_apps_lookup
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/memory/v1"
 RECALL_PATH = f"{PREFIX}/recall"
-TRACE_HEADER = "x-trace-id"
-_TRACE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-
-
-def envelope(code: ErrorCode, msg: str, trace_id: str, data: Any = None) -> JSONResponse:
-    """The JSON response for a code, with the HTTP status of its class and the trace id header."""
-    payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-    return JSONResponse(
-        {"code": int(code), "msg": msg, "trace_id": trace_id, "data": payload},
-        status_code=code.http_status,
-        headers={TRACE_HEADER: trace_id},
-    )
-
-
-def trace_id_of(request: Request) -> str:
-    """The caller's trace id when it is well formed, else a new one (kept for the whole request)."""
-    cached = getattr(request.state, "trace_id", None)
-    if isinstance(cached, str):
-        return cached
-    given = request.headers.get(TRACE_HEADER, "")
-    trace_id = given if _TRACE_RE.match(given) else uuid.uuid4().hex
-    request.state.trace_id = trace_id
-    return trace_id
+# Statuses Starlette itself answers with, as envelope codes (anything else 4xx: a bad request).
+_HTTP_CODES = {
+    401: ErrorCode.UNAUTHENTICATED,
+    403: ErrorCode.FORBIDDEN,
+    404: ErrorCode.NOT_FOUND,
+    429: ErrorCode.RATE_LIMITED,
+    500: ErrorCode.DEPENDENCY_UNAVAILABLE,
+    503: ErrorCode.DEPENDENCY_UNAVAILABLE,
+}
 
 
 class BodyLimit:
@@ -149,6 +136,13 @@ def build_http_app(
     async def _engram(request: Request, exc: EngramError) -> JSONResponse:
         return envelope(exc.code, exc.message, trace_id_of(request))
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Starlette's own refusals (a body that is not JSON, an unknown path or method) answer in
+        # the same envelope as everything else, never as {"detail": ...}.
+        code = _HTTP_CODES.get(exc.status_code, ErrorCode.BAD_PARAMETER)
+        return envelope(code, str(exc.detail), trace_id_of(request))
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         trace_id = trace_id_of(request)
@@ -156,14 +150,14 @@ def build_http_app(
         return envelope(ErrorCode.DEPENDENCY_UNAVAILABLE, "a dependency failed; retry later", trace_id)
 
     def route(path: str, data_model: Any) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
-        return app.post(f"{PREFIX}/{path}", response_model=Envelope[data_model])
+        return app.post(f"{PREFIX}/{path}", response_model=Envelope[data_model], responses=ERROR_RESPONSES)
 
     def ok(request: Request, data: BaseModel) -> JSONResponse:
         return envelope(ErrorCode.OK, "ok", trace_id_of(request), data)
 
     recall_path = "" if recall_only else RECALL_PATH
 
-    @app.post(recall_path, response_model=Envelope[RecallResponse])
+    @app.post(recall_path, response_model=Envelope[RecallResponse], responses=ERROR_RESPONSES)
     async def recall(body: RecallRequest, request: Request) -> JSONResponse:
         result = await backend().recall(body)
         if not result.hit:

@@ -7,13 +7,12 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from models.api import MemoryView, RestoreRequest, SessionCloseRequest, SessionCloseResult
+from serve.client_calls import Call
 
 PREFIX = "/memory/v1"
 
 
 def _call(path: str, request: Any, result: Any) -> Any:
-    from serve.client import Call  # imported late: client.py mixes these classes in
-
     return Call(f"{PREFIX}/{path}", request, TypeAdapter(result))
 
 

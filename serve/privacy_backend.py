@@ -6,8 +6,8 @@ Every operation that changes a user runs on that user's mailbox in the shard tha
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from ray.actor import ActorHandle
 
@@ -29,8 +29,7 @@ from models.privacy import (
     SwitchState,
     UserListPage,
 )
-
-T = TypeVar("T")
+from serve.remote_errors import unwrap
 
 
 class PrivacyBackend(Protocol):
@@ -120,36 +119,30 @@ class RayPrivacy:
         raise NotImplementedError
 
     async def user_list(self, request: UserListRequest) -> UserListPage:
-        return await _unwrap(self.shard(request.user_id).user_list.remote(request))
+        return await unwrap(self.shard(request.user_id).user_list.remote(request))
 
     async def user_purge(self, request: UserPurgeRequest) -> PurgeResult:
-        return await _unwrap(self.shard(request.user_id).user_purge.remote(request))
+        return await unwrap(self.shard(request.user_id).user_purge.remote(request))
 
     async def user_switch(self, request: UserSwitchRequest) -> SwitchState:
-        return await _unwrap(self.shard(request.user_id).user_switch.remote(request))
+        return await unwrap(self.shard(request.user_id).user_switch.remote(request))
 
     async def user_export(self, request: UserExportRequest) -> TaskAccepted:
-        return await _unwrap(self.shard(request.user_id).user_export.remote(request))
+        return await unwrap(self.shard(request.user_id).user_export.remote(request))
 
     async def export_chunk(
         self, request: ExportDownloadRequest, offset: int, max_bytes: int
     ) -> tuple[bytes, int | None]:
-        return await _unwrap(self.shard(request.user_id).export_chunk.remote(request, offset, max_bytes))
+        return await unwrap(self.shard(request.user_id).export_chunk.remote(request, offset, max_bytes))
 
     async def user_import(self, request: UserImportRequest) -> ImportResult:
-        return await _unwrap(self.shard(request.user_id).user_import.remote(request))
+        return await unwrap(self.shard(request.user_id).user_import.remote(request))
 
     async def memory_apps(self, request: MemoryAppsRequest) -> dict[str, str]:
-        return await _unwrap(self.shard(request.user_id).memory_apps.remote(request))
+        return await unwrap(self.shard(request.user_id).memory_apps.remote(request))
 
     async def switches(self, user_id: str) -> Mapping[str, bool]:
-        return await _unwrap(self.shard(user_id).switches.remote(user_id))
-
-
-async def _unwrap(call: Awaitable[T]) -> T:
-    from serve.ray_backend import unwrap  # imported late: ray_backend mixes this class in
-
-    return await unwrap(call)
+        return await unwrap(self.shard(user_id).switches.remote(user_id))
 
 
 class ForwardPrivacy:

@@ -18,6 +18,7 @@ from models.api import (
     UserSwitchRequest,
 )
 from models.privacy import ExportDownloadRequest, ImportResult, PurgeResult, SwitchState, UserListPage
+from serve.client_calls import Call, EngramApiError
 
 T = TypeVar("T")
 PREFIX = "/memory/v1"
@@ -25,14 +26,10 @@ DOWNLOAD = f"{PREFIX}/user/export/download"
 
 
 def _call(path: str, request: BaseModel, result: Any) -> Any:
-    from serve.client import Call  # imported late: client.py mixes these classes in
-
     return Call(f"{PREFIX}/{path}", request, TypeAdapter(result))
 
 
 def _refusal(response: httpx.Response, body: bytes) -> Exception:
-    from serve.client import EngramApiError  # imported late, as above
-
     try:
         payload = json.loads(body)
         return EngramApiError(int(payload["code"]), str(payload["msg"]), str(payload["trace_id"]))

@@ -32,6 +32,7 @@ from models.privacy import (
     SwitchState,
     UserListPage,
 )
+from serve.envelope import ERROR_RESPONSES
 from serve.privacy_backend import PrivacyBackend
 
 NDJSON = "application/x-ndjson"
@@ -62,7 +63,7 @@ def add_privacy_routes(
     """Register the privacy routes on ``app`` (``ok`` builds the success envelope)."""
 
     def route(path: str, data_model: Any) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
-        return app.post(f"{prefix}/{path}", response_model=Envelope[data_model])
+        return app.post(f"{prefix}/{path}", response_model=Envelope[data_model], responses=ERROR_RESPONSES)
 
     @route("user/list", UserListPage)
     async def user_list(body: UserListRequest, request: Request) -> JSONResponse:
@@ -83,7 +84,10 @@ def add_privacy_routes(
     @app.post(
         f"{prefix}/user/export/download",
         response_class=StreamingResponse,
-        responses={200: {"content": {NDJSON: {}}, "description": "the export, one memory per line"}},
+        responses={
+            200: {"content": {NDJSON: {}}, "description": "the export, one memory per line"},
+            **ERROR_RESPONSES,
+        },
     )
     async def user_export_download(body: ExportDownloadRequest) -> StreamingResponse:
         # The first chunk is read before answering, so an unknown export is still an envelope.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -47,6 +46,7 @@ from models.api import (
     TaskView,
     UpdateRequest,
 )
+from models.rules.sharding import shard_of
 from models.settings import Settings
 from serve.extraction import extraction_engine
 from serve.local_backend import LocalBackend
@@ -55,17 +55,6 @@ from serve.settings_update import apply_overrides
 from storage.stores import Stores, open_stores
 
 log = logging.getLogger(__name__)
-
-
-def shard_of(user_id: str, shard_count: int) -> int:
-    """The shard that owns a user: a stable hash, the same in every process and run."""
-    digest = hashlib.blake2b(user_id.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % shard_count
-
-
-def shard_name(app_name: str, index: int) -> str:
-    """The Ray actor name of a shard (namespaced: named actors share the "serve" namespace)."""
-    return f"{app_name}:shard:{index}"
 
 
 class Shard:

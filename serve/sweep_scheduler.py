@@ -1,8 +1,8 @@
 """The in-app scheduler of the lifecycle job: one named Ray actor per app runs it daily (L2).
 
 The Ingress starts it (``get_if_exists``: however many Ingress replicas, one scheduler); it sleeps
-until ``lifecycle.sweep_time_utc`` and runs ``lifecycle.job.run_job`` in a worker thread, since the
-job driver blocks on Ray calls.
+until ``lifecycle.sweep_time_utc`` and runs ``lifecycle.job.run_job`` (shards ensured by
+``serve.sweep_job``) in a worker thread, since the job driver blocks on Ray calls.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from lifecycle.job import run_job
 from lifecycle.schedule import DailyScheduler
 from models.settings import Settings
 from serve.settings_update import apply_overrides
+from serve.sweep_job import ensure_shards
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class SweepSchedulerActor:
         return not self._task.done()
 
     async def _run(self, scheduled: datetime) -> None:
-        report = await asyncio.to_thread(run_job, self.settings, now=scheduled)
+        report = await asyncio.to_thread(run_job, self.settings, now=scheduled, prepare=ensure_shards)
         log.info("scheduled lifecycle sweep done: %s", report.totals)
 
     def stats(self) -> dict[str, int]:

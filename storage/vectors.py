@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 import numpy as np
 from pymilvus import DataType, MilvusClient
 
+from models.domain import Memory
 from models.enums import Level, MemType, Ownership
 from models.ids import is_memory_id
 
@@ -50,6 +51,20 @@ class VectorRecord:
     ownership: Ownership
     mem_type: MemType
     vector: np.ndarray
+
+
+def vector_record(memory: Memory, vector: np.ndarray) -> VectorRecord:
+    """The vector-store record of a memory."""
+    return VectorRecord(
+        memory_id=memory.memory_id,
+        user_id=memory.user_id,
+        app_id=memory.app_id,
+        level=memory.level,
+        session_id=memory.session_id,
+        ownership=memory.ownership,
+        mem_type=memory.mem_type,
+        vector=vector,
+    )
 
 
 @dataclass(frozen=True, slots=True)

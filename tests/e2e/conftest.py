@@ -28,8 +28,8 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
     import ray
     from ray import serve
 
+    from models.rules.sharding import shard_name
     from serve.app import deploy
-    from serve.shard import shard_name
 
     data_dir: Path = tmp_path_factory.mktemp("engram-e2e")
     settings = Settings(

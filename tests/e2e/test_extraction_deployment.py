@@ -81,7 +81,7 @@ def test_killed_extraction_replica_loses_and_duplicates_nothing(engram_app: Runn
 
     import ray
 
-    from serve.shard import shard_name
+    from models.rules.sharding import shard_name
 
     shard = ray.get_actor(shard_name(engram_app.settings.serve.app_name, 0), namespace="serve")
     accepted = asyncio.run(accept(range(12)))

@@ -11,6 +11,7 @@ import ray
 
 from lifecycle.job import run_job
 from models.domain import utcnow
+from serve.sweep_job import ensure_shards
 from serve.sweep_scheduler import scheduler_name
 from tests.e2e.conftest import RunningApp
 
@@ -66,16 +67,24 @@ def test_the_sweep_job_archives_in_parallel_ray_tasks_and_restore_brings_it_back
     ids = {user: add(engram_app, user, "Went kayaking in Norway last summer") for user in users}
     later = utcnow() + timedelta(days=91)
 
-    planned = run_job(settings, now=later, dry_run=True, users=users)
+    planned = run_job(settings, now=later, dry_run=True, users=users, prepare=ensure_shards)
     assert planned.totals["archived_faded"] == 6
     assert recall_ids(engram_app, users[0], "kayaking in Norway") == [ids[users[0]]]  # nothing changed
 
     seen: list[int] = []
-    report = run_job(settings, now=later, users=users, on_partition=lambda p: seen.append(p.partition))
+    report = run_job(
+        settings,
+        now=later,
+        users=users,
+        on_partition=lambda p: seen.append(p.partition),
+        prepare=ensure_shards,
+    )
     assert report.totals["archived_faded"] == 6 and report.totals["failed_users"] == 0
     assert len(report.partitions) > 1 and sorted(seen) == [p.partition for p in report.partitions]
     assert sum(p.users for p in report.partitions) == 6
-    assert run_job(settings, now=later, users=users).totals["archived_faded"] == 0  # idempotent
+    assert (
+        run_job(settings, now=later, users=users, prepare=ensure_shards).totals["archived_faded"] == 0
+    )  # idempotent
 
     user = users[0]
     assert recall_ids(engram_app, user, "kayaking in Norway") == []

@@ -22,6 +22,7 @@ from ray import serve
 from lifecycle.job import run_job
 from models.domain import utcnow
 from serve.app import recall_app_name
+from serve.sweep_job import ensure_shards
 from tests.e2e.conftest import RunningApp
 from tests.integration.test_isolation_suite import APPS, SESSIONS, Truth, slots, visible
 
@@ -162,7 +163,7 @@ def test_purge_is_immediate_and_the_sweep_finishes_it(engram_app: RunningApp) ->
 
     settings = engram_app.settings.model_copy(deep=True)
     later = utcnow() + timedelta(days=settings.lifecycle.purge_deleted_after_days + 1)
-    report = run_job(settings, now=later, users=[user])
+    report = run_job(settings, now=later, users=[user], prepare=ensure_shards)
     assert report.totals["failed_users"] == 0
     for memory_id in (keep, travel):
         assert post(engram_app, "history", {"user_id": user, "memory_id": memory_id})[1]["code"] == 40401

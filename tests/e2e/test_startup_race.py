@@ -39,7 +39,8 @@ def _settings(data_dir: Path, app_name: str, **serve: Any) -> Settings:
 def _start_shard(settings: Settings) -> Any:
     import ray
 
-    from serve.shard import ShardActor, shard_name
+    from models.rules.sharding import shard_name
+    from serve.shard import ShardActor
 
     shard = ShardActor.options(  # type: ignore[attr-defined]
         name=shard_name(settings.serve.app_name, 0), num_cpus=0

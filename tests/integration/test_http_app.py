@@ -14,7 +14,8 @@ from actors.write_path import WritePath
 from models.api import AddStructuredRequest, RecallRequest
 from models.settings import Settings
 from serve.client import AsyncEngramClient, EngramApiError
-from serve.http_app import TRACE_HEADER, build_http_app
+from serve.envelope import TRACE_HEADER
+from serve.http_app import build_http_app
 from serve.local_backend import LocalBackend
 from tests.support.auth import AUTH_OFF
 
@@ -108,6 +109,19 @@ async def test_error_codes_and_statuses(
     got_status, payload = await post(http, route, body)
     assert (got_status, payload["code"]) == (status, code)
     assert payload["data"] is None
+
+
+async def test_starlette_refusals_answer_in_the_envelope_too(http: httpx.AsyncClient) -> None:
+    # Found by the contract fuzzer: a body that is not JSON got FastAPI's {"detail": ...}.
+    response = await http.post(
+        f"{V1}/add", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["code"] == 40001 and response.json()["trace_id"]
+    response = await http.post(f"{V1}/no-such-route", json={})
+    assert (response.status_code, response.json()["code"]) == (404, 40401)
+    response = await http.get(f"{V1}/add")
+    assert (response.status_code, response.json()["code"]) == (400, 40001)  # the status follows the code
 
 
 async def test_validation_messages_name_fields_not_values(http: httpx.AsyncClient) -> None:

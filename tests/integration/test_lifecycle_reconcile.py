@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from actors.memory_service import MemoryService
-from actors.records import vector_record
 from lifecycle.archive import ArchivedItem, ColdArchive, LocalDirObjectStore
 from lifecycle.context import LifecycleStores
 from lifecycle.reconcile import reconcile_user
 from models.ids import new_id
 from models.settings import Settings
 from storage.stores import Stores
+from storage.vectors import vector_record
 from tests.support.service import remember
 
 pytestmark = pytest.mark.integration

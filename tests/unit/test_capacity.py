@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.capacity import (
+from models.rules.capacity import (
     GLOBAL_DIMENSION,
     TOTAL_DIMENSION,
     EvictionCandidate,

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle.decay import (
+from models.enums import MemType, Ownership
+from models.rules.decay import (
     decayed_weight,
     initial_weight,
     is_decay_exempt,
     merged_weight,
     recovered_weight,
 )
-from models.enums import MemType, Ownership
 from models.settings import DecaySettings, InitialWeights, Settings
 
 pytestmark = pytest.mark.unit

@@ -9,8 +9,8 @@ import pytest
 from lifecycle.job import batches, partition, sweep_partition_body
 from lifecycle.plan import SweepCounts
 from lifecycle.sweeps import run_inline, sweep_users
+from models.rules.sharding import shard_of
 from models.settings import Settings
-from serve.shard import shard_of
 
 pytestmark = pytest.mark.unit
 

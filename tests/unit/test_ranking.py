@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.ranking import Ranked, RankInput, cosine_to_relevance, overfetch_limit, rank
+from models.rules.ranking import Ranked, RankInput, cosine_to_relevance, overfetch_limit, rank
 from models.settings import RecallSettings, Settings
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ import pytest
 from ray.exceptions import RayTaskError
 
 from models.errors import EngramError, ErrorCode
-from serve.ray_backend import engram_cause, unwrap
+from serve.remote_errors import engram_cause, unwrap
 
 pytestmark = pytest.mark.unit
 

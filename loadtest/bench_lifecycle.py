@@ -1,4 +1,4 @@
-"""Benchmark of the sweep job: ``python -m lifecycle.benchmark --users 100 --memories 1000``.
+"""Benchmark of the sweep job: ``python -m loadtest.bench_lifecycle --users 100 --memories 1000``.
 
 Seeds N users x M memories straight into fresh stores (ages spread over 120 days, some expired,
 some deleted 40 days ago), then runs the Ray job twice as of one moment and prints one JSON line:
@@ -24,14 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
-from actors.admission import counter_deltas
-from actors.records import new_memory, vector_record
 from lifecycle.job import run_job
 from models.domain import Memory, utcnow
 from models.enums import Level, MemType, OpSource, OpType, Ownership, Status
 from models.hashing import content_hash
+from models.rules.capacity import counter_deltas
+from models.rules.records import new_memory
 from models.settings import Settings
+from serve.sweep_job import ensure_shards
 from storage.stores import open_stores
+from storage.vectors import vector_record
 
 _VECTOR_BATCH = 1000
 
@@ -98,7 +100,7 @@ def _seed_sync(settings: Settings, users: int, per_user: int, now: datetime) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Seed, run the job twice, print the figures as one JSON line."""
-    parser = argparse.ArgumentParser(prog="lifecycle.benchmark")
+    parser = argparse.ArgumentParser(prog="loadtest.bench_lifecycle")
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--memories", type=int, default=1000, help="memories per user")
     parser.add_argument("--partitions", type=int, default=4, help="parallel Ray tasks")
@@ -135,11 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     total = args.users * args.memories
     ray.init(namespace="serve", include_dashboard=False, log_to_driver=False)
     try:
-        from lifecycle.job import ensure_shards
-
         ensure_shards(settings)  # stores opened before the clock starts: the job's own time is measured
-        first = run_job(settings, now=now + timedelta(days=1))
-        second = run_job(settings, now=now + timedelta(days=1))
+        first = run_job(settings, now=now + timedelta(days=1), prepare=ensure_shards)
+        second = run_job(settings, now=now + timedelta(days=1), prepare=ensure_shards)
         for shard in ensure_shards(settings):
             ray.get(shard.close.remote())
     finally:

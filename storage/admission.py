@@ -10,24 +10,14 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from actors import capacity
-from lifecycle.decay import decayed_weight, is_decay_exempt
 from models.domain import Memory
 from models.enums import OpSource, OpType, Status
 from models.errors import EngramError, ErrorCode
+from models.rules import capacity
+from models.rules.capacity import counter_deltas
+from models.rules.decay import decayed_weight, is_decay_exempt
 from models.settings import Settings
 from storage.metadata import EvictionRow, MetadataTx
-
-
-def counter_deltas(memories: Sequence[Memory], sign: int) -> Counter[str]:
-    """Counter changes for adding (+1) or removing (-1) active memories (D3)."""
-    deltas: Counter[str] = Counter()
-    for memory in memories:
-        for dimension in capacity.dimensions_for(memory.app_id):
-            deltas[dimension] += sign
-            if memory.is_important:
-                deltas[capacity.important_dimension(dimension)] += sign
-    return deltas
 
 
 async def check_important_mark(tx: MetadataTx, settings: Settings, memory: Memory) -> None:

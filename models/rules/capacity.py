@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from models.domain import Memory
 from models.settings import CapacitySettings
 
 GLOBAL_DIMENSION = "global"
@@ -121,3 +123,14 @@ def select_victims(
         archive=tuple(v.memory_id for v in victims if v.weight > settings.archive_threshold),
         delete=tuple(v.memory_id for v in victims if v.weight <= settings.archive_threshold),
     )
+
+
+def counter_deltas(memories: Sequence[Memory], sign: int) -> Counter[str]:
+    """Counter changes for adding (+1) or removing (-1) active memories (D3)."""
+    deltas: Counter[str] = Counter()
+    for memory in memories:
+        for dimension in dimensions_for(memory.app_id):
+            deltas[dimension] += sign
+            if memory.is_important:
+                deltas[important_dimension(dimension)] += sign
+    return deltas

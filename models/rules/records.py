@@ -1,17 +1,14 @@
-"""Building new memory records and their vector records from what a write asked for."""
+"""Building new memory records from what a write asked for."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-import numpy as np
-
-from lifecycle.decay import initial_weight
 from models.domain import GLOBAL_APP, Memory
 from models.enums import Level, MemType, Ownership
 from models.ids import new_id
+from models.rules.decay import initial_weight
 from models.settings import InitialWeights
-from storage.vectors import VectorRecord
 
 
 def placement(level: Level | None, app_id: str | None, session_id: str | None) -> tuple[Level, str]:
@@ -73,18 +70,4 @@ def new_memory(
         entities=list(dict.fromkeys(entities or [])),
         vector_ref=memory_id,
         source_type=source_type,
-    )
-
-
-def vector_record(memory: Memory, vector: np.ndarray) -> VectorRecord:
-    """The vector-store record of a memory."""
-    return VectorRecord(
-        memory_id=memory.memory_id,
-        user_id=memory.user_id,
-        app_id=memory.app_id,
-        level=memory.level,
-        session_id=memory.session_id,
-        ownership=memory.ownership,
-        mem_type=memory.mem_type,
-        vector=vector,
     )

@@ -1,0 +1,146 @@
+"""The import layers of DESIGN.md, checked: ``python -m tests.support.layers`` (exit 1 on a breach).
+
+    models (models.rules: the domain rules)  <-  storage  <-  actors | lifecycle  <-  serve  <-  loadtest
+
+A module may import its own package and any package of a lower layer; ``actors`` and ``lifecycle``
+share a layer and never import each other; and no modules import each other in a cycle. Every
+import counts, deferred ones inside functions too: a deferred import hides a dependency, it does
+not remove it.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+LAYERS: dict[str, int] = {"models": 0, "storage": 1, "actors": 2, "lifecycle": 2, "serve": 3, "loadtest": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """One import that points up (or sideways) across the layers."""
+
+    path: Path
+    line: int
+    importer: str
+    imported: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.importer} imports {self.imported}"
+
+
+def imported_packages(source: str, module: str) -> Iterator[tuple[int, str]]:
+    """(line, top-level package) of every absolute or relative import in ``source``."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: inside the importer's own package
+                yield node.lineno, module.split(".")[0]
+            elif node.module:
+                yield node.lineno, node.module.split(".")[0]
+
+
+def breaches(root: Path) -> list[Breach]:
+    """Every import under ``root``'s layered packages that breaks the layering."""
+    found: list[Breach] = []
+    for package, rank in LAYERS.items():
+        for path in sorted((root / package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts)
+            for line, target in imported_packages(path.read_text(encoding="utf-8"), module):
+                if target == package or target not in LAYERS:
+                    continue
+                if LAYERS[target] >= rank:
+                    found.append(Breach(path.relative_to(root), line, module, target))
+    return found
+
+
+def _module_imports(root: Path, path: Path) -> set[str]:
+    """The project modules ``path`` imports (``from pkg import mod`` names the module ``pkg.mod``)."""
+    module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+    found: set[str] = set()
+
+    def known(name: str) -> bool:
+        base = root.joinpath(*name.split("."))
+        return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if known(a.name))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parent = module.split(".")[: -node.level] if path.name != "__init__.py" else module.split(".")
+                base = ".".join([*parent, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                name = f"{base}.{alias.name}"
+                if known(name):
+                    found.add(name)
+                elif known(base):
+                    found.add(base)
+    found.discard(module)
+    return found
+
+
+def cycles(root: Path) -> list[list[str]]:
+    """Groups of project modules that import each other, directly or through others (Tarjan)."""
+    graph: dict[str, set[str]] = {}
+    for package in LAYERS:
+        for path in sorted((root / package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+            graph[module] = _module_imports(root, path)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in graph:
+                continue
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(groups)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print each breach and each import cycle; 0 when there is none."""
+    root = Path(argv[0] if argv else ".").resolve()
+    found = breaches(root)
+    loops = cycles(root)
+    for breach in found:
+        print(breach)
+    for loop in loops:
+        print("import cycle: " + " <-> ".join(loop))
+    print(f"layers: {len(found)} breaches, {len(loops)} cycles" if found or loops else "layers: ok")
+    return 1 if found or loops else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,60 @@
+"""The import layers hold (DESIGN.md), and the check would notice if they did not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.layers import breaches, cycles, main
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_project_keeps_its_layers() -> None:
+    assert [str(b) for b in breaches(ROOT)] == []
+
+
+def test_upward_and_sideways_imports_are_found_deferred_ones_too(tmp_path: Path) -> None:
+    files = {
+        "models/rules/decay.py": "import math\nfrom models.domain import Memory\n",
+        "models/api.py": "from storage.vectors import VectorRecord\n",
+        "actors/ingest.py": "from models.rules import decay\nfrom lifecycle.sweeps import Sweeper\n",
+        "lifecycle/job.py": "def run():\n    from serve.shard import ShardActor\n",
+        "serve/cli.py": "import loadtest.run\nfrom . import auth\n",
+        "loadtest/run.py": "from serve.app import deploy\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = {(b.importer, b.imported, b.line) for b in breaches(tmp_path)}
+    assert found == {
+        ("models.api", "storage", 1),
+        ("actors.ingest", "lifecycle", 2),
+        ("lifecycle.job", "serve", 2),
+        ("serve.cli", "loadtest", 1),
+    }
+    assert main([str(tmp_path)]) == 1
+    assert main([str(ROOT)]) == 0
+
+
+def test_import_cycles_are_found_deferred_imports_included(tmp_path: Path) -> None:
+    files = {
+        "serve/__init__.py": "",
+        "serve/http_app.py": "from serve.auth import AuthGuard\n",
+        "serve/auth.py": "def refuse():\n    from serve.http_app import envelope\n",
+        "serve/client.py": "from serve import privacy_client\n",
+        "serve/privacy_client.py": "from .client import Call\n",
+        "serve/leaf.py": "from serve.http_app import app\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cycles(tmp_path) == [
+        ["serve.auth", "serve.http_app"],
+        ["serve.client", "serve.privacy_client"],
+    ]
+    assert main([str(tmp_path)]) == 1
+    assert cycles(ROOT) == []
