@@ -1,9 +1,11 @@
 """The Engram Ray Serve applications: an HTTP + handle ingress, a recall deployment, shard actors.
 
-Two Serve applications share one Serve instance: the main one (``app``: the Ingress and the
-Extraction deployment) at ``/``, and the recall one (``recall_app``: the Recall deployment) at
-``/memory/v1/recall``, so that an HTTP recall reaches its replica without a second hop.
-``deploy(settings)`` runs both; ``cluster/serve_config.yaml`` declares both. The ingress answers
+Two Serve applications share one Serve instance: the main one (``build_app``: the Ingress and the
+Extraction deployment) at ``/``, and the recall one (``build_recall_app``: the Recall deployment)
+at ``/memory/v1/recall``, so that an HTTP recall reaches its replica without a second hop.
+``deploy(settings)`` runs both; ``cluster/serve_config.yaml`` declares both through the
+application builders (``app_builder``, ``recall_app_builder``). Importing this module builds no
+application and reads no settings. The ingress answers
 the HTTP contract and, for Python callers, the same operations (recall included) over
 ``serve.get_app_handle(name)`` with the same models.
 """
@@ -18,7 +20,6 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
-import ray
 from ray import serve
 from ray.actor import ActorHandle
 from ray.serve import Application
@@ -231,12 +232,15 @@ class RecallDeployment:
 class Ingress(ForwardPrivacy):
     """HTTP routes (through ``api``) and the same operations as Python methods for handles."""
 
-    def __init__(self, settings: Settings, extraction: DeploymentHandle[Any] | None = None) -> None:
+    # Serve awaits an async constructor on the replica's event loop: nothing here blocks it.
+    async def __init__(  # type: ignore[misc]
+        self, settings: Settings, extraction: DeploymentHandle[Any] | None = None
+    ) -> None:
         """``extraction``: the engine deployment the shards call (bound here so the app deploys it)."""
         self.settings = settings
         self._extraction = extraction
         self._shards = shard_actors(settings)
-        ray.get([shard.ready.remote() for shard in self._shards])  # stores open, tasks resumed
+        await asyncio.gather(*(shard.ready.remote() for shard in self._shards))  # stores open, tasks resumed
         # Switches are checked here, before any work is sent on (P1); auth guards the routes (P4).
         self._switches = SwitchReader(settings.storage)
         # Looked up on the first recall: deployed together (serve deploy), the recall app may not be
@@ -263,11 +267,13 @@ class Ingress(ForwardPrivacy):
         """Calls the switch gate of this replica refused and passed (counts only)."""
         return self._gate.stats()
 
-    def reconfigure(self, config: dict[str, Any]) -> None:
+    async def reconfigure(self, config: dict[str, Any]) -> None:
         """Serve ``user_config``: forwarded to every shard and the sweep scheduler by message (O1)."""
         apply_overrides(self.settings, config)
-        ray.get([shard.reconfigure.remote(config) for shard in self._shards])
-        ray.get(self._scheduler.reconfigure.remote(config))
+        await asyncio.gather(
+            *(shard.reconfigure.remote(config) for shard in self._shards),
+            self._scheduler.reconfigure.remote(config),
+        )
 
     async def add(self, r: AddRequest) -> TaskAccepted:
         return await self._backend.add(r)
@@ -366,7 +372,3 @@ def app_builder(args: dict[str, str]) -> Application:
 def recall_app_builder(args: dict[str, str]) -> Application:
     """``serve run serve.app:recall_app_builder config=engram.yaml``: its recall app."""
     return build_recall_app(load_settings(args.get("config")))
-
-
-app = build_app()
-recall_app = build_recall_app()

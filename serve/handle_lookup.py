@@ -15,6 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from models.rules.retry import retry
+
 log = logging.getLogger(__name__)
 
 Lookup = Callable[[], Any]
@@ -83,28 +85,29 @@ class LazyDeploymentHandle:
         return self._handle
 
     async def _resolve(self) -> Any:
-        deadline = self._clock() + self._wait_s
-        delay = self._first_delay_s
-        attempt = 1
-        while True:
-            try:
-                # Serve's lookup asks its controller with a blocking ray.get: keep it off the event loop.
-                return await asyncio.to_thread(self._lookup)
-            except KeyError:
-                remaining = deadline - self._clock()
-                if remaining <= 0:
-                    raise DeploymentNotRegisteredError(
-                        f"deployment {self.deployment!r} of app {self.app_name!r} was not registered "
-                        f"within {self._wait_s:g} s"
-                    ) from None
-                pause = min(delay, remaining)
-                log.warning(
-                    "deployment %s of app %s is not registered yet (attempt %d); retrying in %.1f s",
-                    self.deployment,
-                    self.app_name,
-                    attempt,
-                    pause,
-                )
-                await self._sleep(pause)
-                delay = min(delay * 2, self._max_delay_s)
-                attempt += 1
+        def note(attempt: int, exc: BaseException, pause: float) -> None:
+            log.warning(
+                "deployment %s of app %s is not registered yet (attempt %d); retrying in %.1f s",
+                self.deployment,
+                self.app_name,
+                attempt,
+                pause,
+            )
+
+        try:
+            # Serve's lookup asks its controller with a blocking ray.get: keep it off the event loop.
+            return await retry(
+                lambda: asyncio.to_thread(self._lookup),
+                retry_on=(KeyError,),
+                deadline_s=self._wait_s,
+                first_delay_s=self._first_delay_s,
+                max_delay_s=self._max_delay_s,
+                on_retry=note,
+                sleep=self._sleep,
+                clock=self._clock,
+            )
+        except KeyError:
+            raise DeploymentNotRegisteredError(
+                f"deployment {self.deployment!r} of app {self.app_name!r} was not registered "
+                f"within {self._wait_s:g} s"
+            ) from None

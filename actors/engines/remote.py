@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pydantic import BaseModel
 
 from actors.engines.base import EngineError, StructuredRequest
+from models.rules.retry import retry
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +48,22 @@ class RemoteEngine:
         return list(await asyncio.gather(*(self._one(r) for r in requests)))
 
     async def _one(self, request: StructuredRequest) -> BaseModel | EngineError:
-        delay = self._backoff_s
-        for attempt in range(1, self._attempts + 1):
-            try:
-                return await self._call(request)
-            except self._transient as exc:
-                if attempt == self._attempts:
-                    return EngineError(f"{self.name}: unreachable after {attempt} attempts")
-                log.warning(
-                    "%s: %s on attempt %d, retrying in %.1f s", self.name, type(exc).__name__, attempt, delay
-                )
-                await self._sleep(delay)
-                delay = min(delay * 2, 10.0)
-        return EngineError(f"{self.name}: no attempt made")
+        def note(attempt: int, exc: BaseException, pause: float) -> None:
+            log.warning(
+                "%s: %s on attempt %d, retrying in %.1f s", self.name, type(exc).__name__, attempt, pause
+            )
+
+        try:
+            return await retry(
+                lambda: self._call(request),
+                retry_on=self._transient,
+                attempts=self._attempts,
+                first_delay_s=self._backoff_s,
+                on_retry=note,
+                sleep=self._sleep,
+            )
+        except self._transient:
+            return EngineError(f"{self.name}: unreachable after {self._attempts} attempts")
 
     async def close(self) -> None:
         """Nothing to release here: the remote side owns the engine."""

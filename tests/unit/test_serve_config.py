@@ -20,11 +20,14 @@ def test_config_names_both_apps_and_their_deployments() -> None:
 
     config = yaml.safe_load(CONFIG.read_text())
     apps = {a["import_path"]: a for a in config["applications"]}
-    assert set(apps) == {"serve.app:app", "serve.app:recall_app"}
+    assert set(apps) == {"serve.app:app_builder", "serve.app:recall_app_builder"}
     for import_path in apps:
         module_name, attribute = import_path.split(":")
-        assert module_name == app_module.__name__ and hasattr(app_module, attribute)
-    main, recall_app = apps["serve.app:app"], apps["serve.app:recall_app"]
+        assert module_name == app_module.__name__ and callable(getattr(app_module, attribute))
+    main, recall_app = apps["serve.app:app_builder"], apps["serve.app:recall_app_builder"]
+    # Nothing is built when the module is imported: the builders build on demand.
+    assert not hasattr(app_module, "app") and not hasattr(app_module, "recall_app")
+    assert app_module.app_builder({}).__class__.__name__ == "Application"
     assert main["route_prefix"] == "/" and recall_app["route_prefix"] == RECALL_PATH
     defaults = Settings()
     assert (main["name"], recall_app["name"]) == (
