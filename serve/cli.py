@@ -207,6 +207,41 @@ def _sweep(args: argparse.Namespace) -> int:
     return 1 if report.totals.get("failed_users") else 0
 
 
+def _keys_rotate(args: argparse.Namespace) -> int:
+    """Re-wrap every user's data key under a new master key; resumable after a crash."""
+    from storage.key_rotation import rotate_master_key
+
+    settings = load_settings(args.config)
+    storage = settings.storage
+    key_file = storage.resolved_master_key_file()
+    if not key_file.exists():
+        print(f"no master key file at {key_file}: nothing to rotate", file=sys.stderr)
+        return 2
+
+    def progress(done: int, total: int) -> None:
+        print(json.dumps({"rewrapped": done, "total": total}), flush=True)
+
+    async def run() -> dict[str, object]:
+        engine = create_engine(
+            storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms
+        )
+        try:
+            await upgrade(engine)
+            report = await rotate_master_key(
+                engine,
+                key_file,
+                batch=args.batch,
+                keep_old=Path(args.keep_old) if args.keep_old else None,
+                on_batch=progress,
+            )
+        finally:
+            await engine.dispose()
+        return dict(report.__dict__)
+
+    print(json.dumps({"rotated": asyncio.run(run())}), flush=True)
+    return 0
+
+
 def engine_name(url: str) -> str:
     """The backend part of a database URL, without credentials."""
     return url.split(":", 1)[0]
@@ -241,6 +276,16 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--dry-run", action="store_true", help="print what the sweep would do, change nothing")
     sweep.add_argument("--address", help="Ray cluster of a running app (default: $RAY_ADDRESS, else local)")
     sweep.set_defaults(func=_sweep)
+    keys = commands.add_parser("keys", help="manage the master key")
+    key_commands = keys.add_subparsers(dest="keys_command", required=True)
+    rotate = key_commands.add_parser(
+        "rotate", help="re-wrap every user's data key under a new master key (resumable; progress as JSON)"
+    )
+    rotate.add_argument("--batch", type=_positive_int, default=500, help="data keys per transaction")
+    rotate.add_argument(
+        "--keep-old", help="also write the old master key to this file (else it is gone once rotated)"
+    )
+    rotate.set_defaults(func=_keys_rotate)
     evaluation = commands.add_parser("eval", help="run an offline evaluation")
     benchmarks = evaluation.add_subparsers(dest="benchmark", required=True)
     locomo = benchmarks.add_parser(

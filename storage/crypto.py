@@ -61,32 +61,62 @@ class KeyProvider(Protocol):
         ...
 
 
+def next_key_file(path: Path) -> Path:
+    """Where the next master key waits while a rotation is under way (``storage.key_rotation``)."""
+    return path.with_name(path.name + ".next")
+
+
+def key_fingerprint(key: bytes) -> str:
+    """A master key's non-secret id, recorded beside each data key it wraps."""
+    return hashlib.sha256(b"engram-master-key-id:" + key).hexdigest()[:16]
+
+
 class LocalKeyFileProvider:
-    """Master key in a local file (mode 0600), created with a random key on first use."""
+    """Master key in a local file (mode 0600), created with a random key on first use.
+
+    While a rotation is under way (``<file>.next`` exists) new data keys are wrapped under the next
+    key and either key opens a wrapped one; a key that opens with neither makes the provider read
+    its files again, since a rotation may have started or finished in another process.
+    """
 
     def __init__(self, path: Path) -> None:
-        self._key = _load_or_create_key_file(path)
-        self._key_id = hashlib.sha256(b"engram-master-key-id:" + self._key).hexdigest()[:16]
+        self._path = path
+        self._keys: list[bytes] = []
+        self._load()
+
+    def _load(self) -> None:
+        current = load_or_create_key_file(self._path)
+        upcoming = next_key_file(self._path)
+        self._keys = [read_key_file(upcoming), current] if upcoming.exists() else [current]
 
     @property
     def key_id(self) -> str:
-        """Fingerprint of the master key (not the key)."""
-        return self._key_id
+        """Fingerprint of the master key that wraps new data keys (not the key)."""
+        return key_fingerprint(self._keys[0])
 
     def wrap(self, data_key: bytes, user_id: str) -> bytes:
         """Seal ``data_key`` under the master key, bound to ``user_id``."""
-        return seal(self._key, data_key, _wrap_aad(user_id))
+        return seal(self._keys[0], data_key, _wrap_aad(user_id))
 
     def unwrap(self, wrapped: bytes, user_id: str) -> bytes:
-        """Open a wrapped data key."""
-        return unseal(self._key, wrapped, _wrap_aad(user_id))
+        """Open a wrapped data key (DecryptionError when no master key known here opens it)."""
+        for attempt in range(2):
+            for key in self._keys:
+                try:
+                    return unseal(key, wrapped, _wrap_aad(user_id))
+                except DecryptionError:
+                    continue
+            if attempt == 0:
+                self._load()
+        raise DecryptionError("the data key does not open with any master key known here")
 
 
 def _wrap_aad(user_id: str) -> bytes:
     return b"engram-dek:" + user_id.encode()
 
 
-def _load_or_create_key_file(path: Path) -> bytes:
+def load_or_create_key_file(path: Path) -> bytes:
+    """The key in the master key file at ``path``, created (random, mode 0600) when absent."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         # O_EXCL: of two processes starting together, exactly one creates the key.
@@ -98,6 +128,11 @@ def _load_or_create_key_file(path: Path) -> bytes:
             handle.write(base64.b64encode(secrets.token_bytes(KEY_BYTES)) + b"\n")
             handle.flush()
             os.fsync(handle.fileno())
+    return read_key_file(path)
+
+
+def read_key_file(path: Path) -> bytes:
+    """The key a master key file holds (ValueError when it holds none)."""
     key = base64.b64decode(path.read_bytes().strip() or b"")
     if len(key) != KEY_BYTES:
         raise ValueError(f"master key file {path} does not hold a {KEY_BYTES}-byte base64 key")
