@@ -159,7 +159,8 @@ class ArchivedItem:
 
 
 def user_prefix(user_id: str) -> str:
-    """The object-key folder of one user: a hash, so keys never reveal user ids."""
+    """The object-key folder of one user: an unkeyed SHA-256, so keys never show user ids (a guessed id
+    can still be confirmed by whoever lists the bucket)."""
     return hashlib.sha256(user_id.encode()).hexdigest()[:32] + "/"
 
 

@@ -176,6 +176,13 @@ def _loadtest(args: argparse.Namespace) -> int:
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
 
+def _bench_fuzz(args: argparse.Namespace) -> int:
+    # Like the load test, the fuzzer sits above the service: run as its own program.
+    command = [sys.executable, "-m", "loadtest.fuzz", "--max-examples", str(args.max_examples)]
+    command += ["--url", args.url] if args.url else []
+    return subprocess.call(command)  # noqa: S603 - our own interpreter and module
+
+
 def _sweep(args: argparse.Namespace) -> int:
     """Run the lifecycle job now: on the cluster at ``--address``, else on a local Ray started here."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -276,6 +283,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--dry-run", action="store_true", help="print what the sweep would do, change nothing")
     sweep.add_argument("--address", help="Ray cluster of a running app (default: $RAY_ADDRESS, else local)")
     sweep.set_defaults(func=_sweep)
+    bench = commands.add_parser("bench", help="long checks that print figures")
+    benches = bench.add_subparsers(dest="bench", required=True)
+    fuzz = benches.add_parser("fuzz", help="fuzz the HTTP contract (schemathesis); one JSON report")
+    fuzz.add_argument("--max-examples", type=_positive_int, default=100, help="requests per operation")
+    fuzz.add_argument("--url", help="an Engram app already running (default: start one)")
+    fuzz.set_defaults(func=_bench_fuzz)
     keys = commands.add_parser("keys", help="manage the master key")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
     rotate = key_commands.add_parser(

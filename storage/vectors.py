@@ -1,6 +1,6 @@
 """Durable vector index behind a small interface (DESIGN decision 4), Milvus / milvus-lite by default.
 
-Scope ids never reach a filter expression: they are stored and matched as keyed hashes
+Scope ids never reach a filter expression: they are stored and matched as hashes
 (``scope_key``), so a crafted user, app or session id cannot change what a search sees (SPEC P4).
 """
 
@@ -111,7 +111,13 @@ class VectorStore(Protocol):
 
 
 def scope_key(value: str) -> str:
-    """The keyed hash under which a user, app or session id is stored and matched."""
+    """The hash under which a user, app or session id is stored and matched in the vector store.
+
+    A domain-separated SHA-256, not keyed: it keeps raw ids out of filter expressions (nothing to
+    inject) and out of the index, but whoever holds the vector store and guesses an id can confirm
+    the guess. Keying it (a server secret every searching process holds) would need the index
+    rewritten on every change of that secret; see docs/privacy.md.
+    """
     return hashlib.sha256(b"engram-scope:" + value.encode()).hexdigest()[:_KEY_LEN]
 
 
