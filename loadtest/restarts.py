@@ -33,9 +33,8 @@ from models.domain import WriteTask, utcnow
 from models.enums import TaskStatus
 from models.ids import new_id
 from models.settings import Settings
-from storage.crypto import LocalKeyFileProvider
 from storage.database import create_engine
-from storage.keyring import KeyRing
+from storage.keyring import keyring_for
 from storage.metadata import MetadataStore
 from storage.migrate import upgrade
 
@@ -51,7 +50,7 @@ async def seed_pending_tasks(settings: Settings, user_ids: Sequence[str], per_us
     storage.data_dir.mkdir(parents=True, exist_ok=True)
     engine = create_engine(storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms)
     await upgrade(engine)
-    metadata = MetadataStore(engine, KeyRing(LocalKeyFileProvider(storage.resolved_master_key_file())))
+    metadata = MetadataStore(engine, keyring_for(storage))
     task_ids: list[str] = []
     try:
         now = utcnow()

@@ -225,6 +225,11 @@ class StorageSettings(BaseModel):
     # milvus-lite scans unflushed rows one by one on every query (~45 us each): flush this often.
     milvus_lite_flush_rows: int = Field(256, ge=1)
     master_key_file: str = ""
+    # Where the wrapped per-user data keys live. Empty: in the metadata database, beside the
+    # content. Set (e.g. sqlite+aiosqlite:///keys.db, or another PostgreSQL database) to keep them
+    # apart, backed up on their own schedule: then a purge's crypto-shred also holds against
+    # backups of the content (docs/privacy.md).
+    key_database_url: str = ""
     sqlite_busy_timeout_ms: int = Field(5000, ge=0)
 
     def resolved_database_url(self) -> str:

@@ -66,10 +66,9 @@ from serve.ray_backend import RayBackend
 from serve.settings_update import apply_overrides
 from serve.shard import ShardActor
 from serve.sweep_scheduler import start_scheduler
-from storage.crypto import LocalKeyFileProvider
 from storage.database import create_engine
 from storage.embedders import build_embedder
-from storage.keyring import KeyRing
+from storage.keyring import keyring_for
 from storage.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -182,7 +181,7 @@ class RecallDeployment:
                 create_engine(
                     storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms
                 ),
-                KeyRing(LocalKeyFileProvider(storage.resolved_master_key_file())),
+                keyring_for(storage),
             )
             self._recaller = Recaller(
                 self.settings, metadata, _ShardVectors(self._shards), self._embedder, utcnow

@@ -217,6 +217,7 @@ def _sweep(args: argparse.Namespace) -> int:
 def _keys_rotate(args: argparse.Namespace) -> int:
     """Re-wrap every user's data key under a new master key; resumable after a crash."""
     from storage.key_rotation import rotate_master_key
+    from storage.schema import user_keys
 
     settings = load_settings(args.config)
     storage = settings.storage
@@ -229,11 +230,15 @@ def _keys_rotate(args: argparse.Namespace) -> int:
         print(json.dumps({"rewrapped": done, "total": total}), flush=True)
 
     async def run() -> dict[str, object]:
-        engine = create_engine(
-            storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms
-        )
+        # The wrapped keys live in the key store when there is one, else in the metadata database.
+        url = storage.key_database_url or storage.resolved_database_url()
+        engine = create_engine(url, busy_timeout_ms=storage.sqlite_busy_timeout_ms)
         try:
-            await upgrade(engine)
+            if storage.key_database_url:
+                async with engine.begin() as conn:
+                    await conn.run_sync(lambda sync: user_keys.create(sync, checkfirst=True))
+            else:
+                await upgrade(engine)
             report = await rotate_master_key(
                 engine,
                 key_file,

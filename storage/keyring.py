@@ -1,37 +1,77 @@
-"""Per-user data keys: created on first write, cached, stored wrapped, shredded on purge."""
+"""Per-user data keys: created on first write, cached, stored wrapped, shredded on purge.
+
+Where the wrapped keys live is configuration (``storage.key_database_url``): by default in the
+metadata database, inside the caller's transaction; or in a key store of their own (another
+database, backed up on its own schedule), so that a backup of the content alone can never be
+opened again once a user's key is shredded (docs/privacy.md).
+"""
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from sqlalchemy import Executable, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from models.domain import utcnow
-from storage.crypto import KEY_BYTES, ContentCipher, KeyProvider
+from models.settings import StorageSettings
+from storage.crypto import KEY_BYTES, ContentCipher, KeyProvider, LocalKeyFileProvider
+from storage.database import READONLY_OPTION, create_engine
 from storage.schema import user_keys
 
 
 class KeyRing:
-    """Finds or creates each user's data key inside the caller's transaction and caches it.
+    """Finds or creates each user's data key and caches it.
 
     The cache is checked against the stored wrapped key on every lookup (one primary-key read):
     another process may have shredded the key, and a cipher cached here must not outlive it.
+    ``store``: a database of its own for the keys (None: the caller's transaction holds them).
     """
 
-    def __init__(self, provider: KeyProvider) -> None:
+    def __init__(self, provider: KeyProvider, store: AsyncEngine | None = None) -> None:
         self._provider = provider
+        self._store = store
+        self._store_ready = False
         self._ciphers: dict[str, tuple[bytes, ContentCipher]] = {}
+
+    @property
+    def separate(self) -> bool:
+        """True when the keys live in a key store of their own."""
+        return self._store is not None
+
+    @property
+    def engine(self) -> AsyncEngine | None:
+        """The key store's engine (None: the keys live in the metadata database)."""
+        return self._store
+
+    @asynccontextmanager
+    async def _keys(self, conn: AsyncConnection, *, readonly: bool = False) -> AsyncIterator[AsyncConnection]:
+        if self._store is None:
+            yield conn
+            return
+        if not self._store_ready:
+            async with self._store.begin() as ddl:
+                await ddl.run_sync(lambda sync: user_keys.create(sync, checkfirst=True))
+            self._store_ready = True
+        # Its own short transaction, committed before the caller's: a key created for a write that
+        # then rolls back is an unused key; a shred is final even if the purge around it fails.
+        engine = self._store.execution_options(**{READONLY_OPTION: True}) if readonly else self._store
+        async with engine.begin() as own:
+            yield own
 
     async def cipher_for(self, conn: AsyncConnection, user_id: str) -> ContentCipher:
         """The user's cipher, creating their data key on first use."""
-        wrapped = await self._load(conn, user_id)
+        async with self._keys(conn, readonly=True) as keys:
+            wrapped = await self._load(keys, user_id)
         if wrapped is None:
-            candidate = self._provider.wrap(secrets.token_bytes(KEY_BYTES), user_id)
-            await conn.execute(_insert_ignore(conn, candidate, user_id, self._provider.key_id))
-            # Another process may have won the race: whatever is stored now is the key.
-            wrapped = await self._load(conn, user_id)
+            async with self._keys(conn) as keys:
+                candidate = self._provider.wrap(secrets.token_bytes(KEY_BYTES), user_id)
+                await keys.execute(_insert_ignore(keys, candidate, user_id, self._provider.key_id))
+                # Another process may have won the race: whatever is stored now is the key.
+                wrapped = await self._load(keys, user_id)
             assert wrapped is not None
         cached = self._ciphers.get(user_id)
         if cached is not None and cached[0] == wrapped:
@@ -43,12 +83,18 @@ class KeyRing:
     async def shred(self, conn: AsyncConnection, user_id: str) -> bool:
         """Destroy the user's data key; their stored content can never be read again."""
         self._ciphers.pop(user_id, None)
-        result = await conn.execute(delete(user_keys).where(user_keys.c.user_id == user_id))
+        async with self._keys(conn) as keys:
+            result = await keys.execute(delete(user_keys).where(user_keys.c.user_id == user_id))
         return bool(result.rowcount)
 
     def forget(self, user_id: str) -> None:
         """Drop a cached key (another process shredded it)."""
         self._ciphers.pop(user_id, None)
+
+    async def close(self) -> None:
+        """Release the key store's connections (nothing when the keys share the metadata database)."""
+        if self._store is not None:
+            await self._store.dispose()
 
     @staticmethod
     async def _load(conn: AsyncConnection, user_id: str) -> bytes | None:
@@ -62,3 +108,12 @@ def _insert_ignore(conn: AsyncConnection, wrapped: bytes, user_id: str, key_id: 
     if conn.dialect.name == "postgresql":
         return postgresql.insert(user_keys).values(**values).on_conflict_do_nothing()
     return sqlite.insert(user_keys).values(**values).on_conflict_do_nothing()
+
+
+def keyring_for(storage: StorageSettings, provider: KeyProvider | None = None) -> KeyRing:
+    """The key ring ``storage`` configures: the local master key file by default, the wrapped keys
+    in ``storage.key_database_url`` when set, else in the metadata database."""
+    provider = provider or LocalKeyFileProvider(storage.resolved_master_key_file())
+    url = storage.key_database_url
+    store = create_engine(url, busy_timeout_ms=storage.sqlite_busy_timeout_ms) if url else None
+    return KeyRing(provider, store)

@@ -69,8 +69,9 @@ class MetadataStore:
             yield MetadataTx(conn, self.keyring)
 
     async def close(self) -> None:
-        """Release every pooled connection."""
+        """Release every pooled connection (the key store's too)."""
         await self.engine.dispose()
+        await self.keyring.close()
 
 
 @dataclass(frozen=True, slots=True)

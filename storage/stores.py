@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.settings import Settings
-from storage.crypto import KeyProvider, LocalKeyFileProvider
+from storage.crypto import KeyProvider
 from storage.database import create_engine
 from storage.embedders import Embedder, build_embedder
-from storage.keyring import KeyRing
+from storage.keyring import keyring_for
 from storage.metadata import MetadataStore
 from storage.migrate import upgrade
 from storage.vector_copies import CopyingVectorStore
@@ -42,9 +42,8 @@ async def open_stores(
     engine = create_engine(storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms)
     if migrate:
         await upgrade(engine)
-    provider = key_provider or LocalKeyFileProvider(storage.resolved_master_key_file())
     embedder = embedder or build_embedder(settings.embedder)
-    metadata = MetadataStore(engine, KeyRing(provider))
+    metadata = MetadataStore(engine, keyring_for(storage, key_provider))
     index = MilvusVectorStore(
         storage.resolved_milvus_uri(),
         storage.collection,
