@@ -212,11 +212,7 @@ class MailboxHost:
         """Refuse new work, finish what is queued, then end every consumer and the reaper."""
         self._closed = True
         await self.drain()
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
-            self._reaper = None
+        await self._stop_reaper()
         mailboxes = list(self._mailboxes.values())
         self._mailboxes.clear()
         for mailbox in mailboxes:
@@ -229,11 +225,7 @@ class MailboxHost:
         """Refuse new work and stop every consumer now, running work included; returns how many
         items were dropped. For shutdown past its grace: the caller's work must be durable elsewhere."""
         self._closed = True
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
-            self._reaper = None
+        await self._stop_reaper()
         mailboxes = list(self._mailboxes.values())
         self._mailboxes.clear()
         dropped = 0
@@ -255,3 +247,10 @@ class MailboxHost:
         if self._pending <= 0:
             self._quiet.set()
         return dropped
+
+    async def _stop_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None

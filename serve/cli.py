@@ -188,20 +188,14 @@ def _sweep(args: argparse.Namespace) -> int:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
-    from lifecycle.job import run_job
     from models.rules.sharding import shard_name
-    from serve.sweep_job import ensure_shards
+    from serve.sweep_job import run_reporting
 
     settings = load_settings(args.config)
     address = args.address or os.environ.get("RAY_ADDRESS")
     ray.init(address=address or "local", namespace="serve", include_dashboard=False, log_to_driver=False)
     try:
-        report = run_job(
-            settings,
-            prepare=ensure_shards,
-            dry_run=args.dry_run,
-            on_partition=lambda p: print(json.dumps({"partition": p.partition, **p.counts}), flush=True),
-        )
+        report = run_reporting(settings, dry_run=args.dry_run)
         print(report.to_json())
     finally:
         if not address:

@@ -14,7 +14,7 @@ from typing import Any
 
 import ray
 
-from lifecycle.job import run_job
+from lifecycle.job import JobReport, run_job
 from models.rules.sharding import shard_name
 from models.settings import Settings, load_settings
 from serve.shard import ShardActor
@@ -39,6 +39,16 @@ def ensure_shards(settings: Settings) -> list[Any]:
     return shards
 
 
+def run_reporting(settings: Settings, *, dry_run: bool) -> JobReport:
+    """Run the job over the app's shards (started when absent), one JSON line per partition."""
+    return run_job(
+        settings,
+        prepare=ensure_shards,
+        dry_run=dry_run,
+        on_partition=lambda p: print(json.dumps({"partition": p.partition, **p.counts}), flush=True),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m serve.sweep_job``: run the sweep job on the current Ray cluster and print the report."""
     parser = argparse.ArgumentParser(
@@ -51,12 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = load_settings(args.config)
     ray.init(address=os.environ.get("RAY_ADDRESS"), namespace="serve", log_to_driver=False)
     try:
-        report = run_job(
-            settings,
-            prepare=ensure_shards,
-            dry_run=args.dry_run,
-            on_partition=lambda p: print(json.dumps({"partition": p.partition, **p.counts}), flush=True),
-        )
+        report = run_reporting(settings, dry_run=args.dry_run)
     finally:
         ray.shutdown()
     print(report.to_json())

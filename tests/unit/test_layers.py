@@ -13,6 +13,12 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _write_tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
 def test_the_project_keeps_its_layers() -> None:
     assert [str(b) for b in breaches(ROOT)] == []
 
@@ -26,9 +32,7 @@ def test_upward_and_sideways_imports_are_found_deferred_ones_too(tmp_path: Path)
         "serve/cli.py": "import loadtest.run\nfrom . import auth\n",
         "loadtest/run.py": "from serve.app import deploy\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    _write_tree(tmp_path, files)
     found = {(b.importer, b.imported, b.line) for b in breaches(tmp_path)}
     assert found == {
         ("models.api", "storage", 1),
@@ -49,9 +53,7 @@ def test_import_cycles_are_found_deferred_imports_included(tmp_path: Path) -> No
         "serve/privacy_client.py": "from .client import Call\n",
         "serve/leaf.py": "from serve.http_app import app\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    _write_tree(tmp_path, files)
     assert cycles(tmp_path) == [
         ["serve.auth", "serve.http_app"],
         ["serve.client", "serve.privacy_client"],
