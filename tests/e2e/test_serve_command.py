@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -49,3 +50,22 @@ def test_a_failed_start_prints_the_reason_and_stops_cleanly(tmp_path: Path) -> N
     # The stop ran to the end although the start never got anywhere.
     assert "stopping Engram" in err
     assert "closing a shard failed" not in err and "stopping Serve failed" not in err, err[-3000:]
+
+
+def test_engram_sweep_runs_the_job_on_a_local_ray_and_reports(tmp_path: Path) -> None:
+    # The job's entry in serve (serve.sweep_job) starts the shards when no app runs, and closes them.
+    config = tmp_path / "engram.yaml"
+    config.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}}))
+    env = dict(os.environ, ENGRAM_CONFIG=str(config), RAY_AUTH_MODE="disabled")
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "serve.cli", "sweep", "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["dry_run"] is True and report["totals"]["failed_users"] == 0
