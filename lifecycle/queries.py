@@ -14,13 +14,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from lifecycle.plan import SweepRow
 from models.enums import Status
+from storage.crypto import ContentCipher
+from storage.metadata import open_labels
 from storage.schema import change_log, memories
 
 SWEPT = (Status.ACTIVE, Status.ARCHIVED, Status.DELETED)
 
 
-async def sweep_rows(conn: AsyncConnection, user_id: str) -> list[SweepRow]:
-    """The user's active, archived and deleted memories as the sweep sees them."""
+async def sweep_rows(conn: AsyncConnection, user_id: str, cipher: ContentCipher | None) -> list[SweepRow]:
+    """The user's active, archived and deleted memories as the sweep sees them (tags opened)."""
     query = select(
         memories.c.memory_id,
         memories.c.app_id,
@@ -29,6 +31,8 @@ async def sweep_rows(conn: AsyncConnection, user_id: str) -> list[SweepRow]:
         memories.c.weight_at,
         memories.c.is_important,
         memories.c.custom_tags,
+        memories.c.entities,
+        memories.c.labels,
         memories.c.expire_at,
         memories.c.archived_at,
         memories.c.deleted_at,
@@ -41,7 +45,7 @@ async def sweep_rows(conn: AsyncConnection, user_id: str) -> list[SweepRow]:
             weight=r["weight"],
             weight_at=r["weight_at"],
             is_important=r["is_important"],
-            custom_tags=list(r["custom_tags"]),
+            custom_tags=open_labels(cipher, r)[0],
             expire_at=r["expire_at"],
             archived_at=r["archived_at"],
             deleted_at=r["deleted_at"],
@@ -128,7 +132,7 @@ async def sanitize_changes(conn: AsyncConnection, user_id: str, memory_ids: Sequ
                 change_log.c.sanitized.is_(False),
             )
         )
-        .values(content_before=None, content_after=None, sanitized=True)
+        .values(content_before=None, content_after=None, reason_sealed=None, sanitized=True)
     )
     return int(result.rowcount or 0)
 

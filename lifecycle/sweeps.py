@@ -51,7 +51,8 @@ class Sweeper:
         """Decay, archive, expire and purge one user's memories as of ``now``; returns the counts."""
         stores = self.stores
         async with stores.metadata.transaction(readonly=True) as tx:
-            rows = await sweep_rows(tx.conn, user_id)
+            # Never a new key: a purged user's rows wait here for deletion with theirs shredded.
+            rows = await sweep_rows(tx.conn, user_id, await tx.existing_cipher(user_id))
         verdicts = {r.memory_id: decide(r, now, stores.settings) for r in rows}
         counts = SweepCounts(users=1)
         for verdict in verdicts.values():

@@ -64,8 +64,20 @@ class KeyRing:
 
     async def cipher_for(self, conn: AsyncConnection, user_id: str) -> ContentCipher:
         """The user's cipher, creating their data key on first use."""
+        cipher = await self._cipher(conn, user_id, create=True)
+        assert cipher is not None
+        return cipher
+
+    async def existing_cipher(self, conn: AsyncConnection, user_id: str) -> ContentCipher | None:
+        """The user's cipher, or None when they have no data key (never had one, or it was shredded)."""
+        return await self._cipher(conn, user_id, create=False)
+
+    async def _cipher(self, conn: AsyncConnection, user_id: str, *, create: bool) -> ContentCipher | None:
         async with self._keys(conn, readonly=True) as keys:
             wrapped = await self._load(keys, user_id)
+        if wrapped is None and not create:
+            self._ciphers.pop(user_id, None)
+            return None
         if wrapped is None:
             async with self._keys(conn) as keys:
                 candidate = self._provider.wrap(secrets.token_bytes(KEY_BYTES), user_id)

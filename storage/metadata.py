@@ -101,6 +101,15 @@ class MetadataTx:
             self._ciphers[user_id] = cipher
         return cipher
 
+    async def existing_cipher(self, user_id: str) -> ContentCipher | None:
+        """The user's content cipher if they have a data key; never creates one (sweeps of purged users)."""
+        cipher = self._ciphers.get(user_id)
+        if cipher is None:
+            cipher = await self._keyring.existing_cipher(self.conn, user_id)
+            if cipher is not None:
+                self._ciphers[user_id] = cipher
+        return cipher
+
     async def shred(self, user_id: str) -> bool:
         """Destroy the user's data key: all their stored content becomes unreadable."""
         self._ciphers.pop(user_id, None)
@@ -166,8 +175,11 @@ class MetadataTx:
             memories.c.is_important,
             memories.c.last_recalled_at,
             memories.c.custom_tags,
+            memories.c.entities,
+            memories.c.labels,
         ).where(and_(*conditions))
         rows = (await self.conn.execute(query)).mappings().all()
+        cipher = await self.cipher(user_id) if rows else None
         return [
             EvictionRow(
                 memory_id=r["memory_id"],
@@ -177,7 +189,7 @@ class MetadataTx:
                 weight_at=r["weight_at"],
                 is_important=r["is_important"],
                 last_recalled_at=r["last_recalled_at"],
-                custom_tags=list(r["custom_tags"]),
+                custom_tags=open_labels(cipher, r)[0] if cipher is not None else [],
             )
             for r in rows
         ]
@@ -224,8 +236,9 @@ class MetadataTx:
             "content_hash": memory.content_hash,
             "source_session_id": memory.source_session_id,
             "source_msg_id": memory.source_msg_id,
-            "custom_tags": list(memory.custom_tags),
-            "entities": list(memory.entities),
+            "custom_tags": [],
+            "entities": [],
+            "labels": seal_labels(cipher, memory.memory_id, memory.custom_tags, memory.entities),
             "vector_ref": memory.vector_ref,
             "embedding_model": memory.embedding_model,
             "valid_at": memory.valid_at,
@@ -335,7 +348,8 @@ class MetadataTx:
                 op_type=op_type.value,
                 op_source=op_source.value,
                 op_time=at,
-                reason=reason,
+                reason="",
+                reason_sealed=seal_reason(cipher, memory.memory_id, reason),
                 content_before=None if content_before is None else cipher.encrypt(content_before),
                 content_after=None if content_after is None else cipher.encrypt(content_after),
                 sanitized=False,
@@ -544,6 +558,7 @@ def _upsert(conn: AsyncConnection, table: Any, values: dict[str, Any]) -> Any:
 
 
 def _from_row(row: RowMapping, cipher: ContentCipher) -> Memory:
+    tags, entities = open_labels(cipher, row)
     return Memory(
         memory_id=row["memory_id"],
         user_id=row["user_id"],
@@ -567,8 +582,8 @@ def _from_row(row: RowMapping, cipher: ContentCipher) -> Memory:
         content_hash=row["content_hash"],
         source_session_id=row["source_session_id"],
         source_msg_id=row["source_msg_id"],
-        custom_tags=list(row["custom_tags"]),
-        entities=list(row["entities"]),
+        custom_tags=tags,
+        entities=entities,
         vector_ref=row["vector_ref"],
         embedding_model=row["embedding_model"],
         valid_at=row["valid_at"],
@@ -591,7 +606,7 @@ def _change_from_row(row: RowMapping, cipher: ContentCipher) -> ChangeLogEntry:
         op_type=OpType(row["op_type"]),
         op_source=OpSource(row["op_source"]),
         op_time=row["op_time"],
-        reason=row["reason"],
+        reason=open_reason(cipher, row),
         content_before=_open(row["content_before"]),
         content_after=_open(row["content_after"]),
         sanitized=row["sanitized"],
@@ -614,3 +629,40 @@ def _task_from_row(row: RowMapping, cipher: ContentCipher) -> WriteTask:
         error=row["error"],
         attempts=row["attempts"],
     )
+
+
+# --- sealed labels and reasons (migration 0005) ------------------------------------------------
+
+
+def seal_labels(cipher: ContentCipher, memory_id: str, tags: Sequence[str], entities: Sequence[str]) -> bytes:
+    """A memory's custom tags and entity names, sealed with its user's key and bound to the memory."""
+    body = json.dumps({"tags": list(tags), "entities": list(entities)}, ensure_ascii=False)
+    return cipher.seal_bytes(body.encode(), f"labels:{memory_id}")
+
+
+def open_labels(cipher: ContentCipher | None, row: RowMapping) -> tuple[list[str], list[str]]:
+    """(tags, entities) of a row: sealed ones, else a row written before 0005, else none (no key)."""
+    blob = row["labels"]
+    if blob is None:
+        return list(row["custom_tags"]), list(row["entities"])
+    if cipher is None:
+        return [], []
+    opened = cipher.open_bytes(bytes(blob), f"labels:{row['memory_id']}")
+    if opened is None:
+        return [], []
+    data = json.loads(opened)
+    return list(data["tags"]), list(data["entities"])
+
+
+def seal_reason(cipher: ContentCipher, memory_id: str, reason: str) -> bytes:
+    """A change reason (which may quote the fact), sealed with the user's key."""
+    return cipher.seal_bytes(reason.encode(), f"reason:{memory_id}")
+
+
+def open_reason(cipher: ContentCipher, row: RowMapping) -> str:
+    """A change entry's reason: the sealed one, else the plain column ("" once the key is shredded)."""
+    blob = row["reason_sealed"]
+    if blob is None:
+        return str(row["reason"])
+    opened = cipher.open_bytes(bytes(blob), f"reason:{row['memory_id']}")
+    return "" if opened is None else opened.decode()

@@ -204,12 +204,13 @@ async def mark_purged(
             content=b"",
             custom_tags=[],
             entities=[],
+            labels=None,
         )
     )
     await tx.conn.execute(
         update(change_log)
         .where(and_(change_log.c.user_id == user_id, change_log.c.memory_id.in_(ids)))
-        .values(content_before=None, content_after=None, sanitized=True)
+        .values(content_before=None, content_after=None, reason_sealed=None, sanitized=True)
     )
     rows: list[dict[str, Any]] = [
         {

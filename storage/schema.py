@@ -85,8 +85,11 @@ memories = Table(
     Column("content_hash", String(64), nullable=False),
     Column("source_session_id", SCOPE_ID),
     Column("source_msg_id", SCOPE_ID),
+    # Rows written before migration 0005 held tags and entities here in the clear; now they are
+    # empty and ``labels`` holds both, sealed with the user's key (the stores re-seal old rows).
     Column("custom_tags", JSON, nullable=False),
     Column("entities", JSON, nullable=False, server_default="[]"),
+    Column("labels", LargeBinary),
     Column("vector_ref", ID),
     Column("embedding_model", String(128), nullable=False),
     Column("valid_at", UTCDateTime, nullable=False),
@@ -117,7 +120,10 @@ change_log = Table(
     Column("op_type", ENUM, nullable=False),
     Column("op_source", ENUM, nullable=False),
     Column("op_time", UTCDateTime, nullable=False),
+    # System reasons (lifecycle, purge) stay readable for the audit trail; a reason about the
+    # content (evolution, LLM) is sealed in reason_sealed and ``reason`` left empty (migration 0005).
     Column("reason", Text, nullable=False),
+    Column("reason_sealed", LargeBinary),
     Column("content_before", LargeBinary),
     Column("content_after", LargeBinary),
     Column("sanitized", Boolean, nullable=False, default=False),

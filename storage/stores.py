@@ -11,6 +11,7 @@ from storage.embedders import Embedder, build_embedder
 from storage.keyring import keyring_for
 from storage.metadata import MetadataStore
 from storage.migrate import upgrade
+from storage.reseal import reseal_plaintext
 from storage.vector_copies import CopyingVectorStore
 from storage.vectors import MilvusVectorStore, VectorStore
 
@@ -44,6 +45,8 @@ async def open_stores(
         await upgrade(engine)
     embedder = embedder or build_embedder(settings.embedder)
     metadata = MetadataStore(engine, keyring_for(storage, key_provider))
+    if migrate:
+        await reseal_plaintext(metadata)  # rows from before migration 0005, once
     index = MilvusVectorStore(
         storage.resolved_milvus_uri(),
         storage.collection,
