@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
+from fastapi import FastAPI
 from ray import serve
 from ray.actor import ActorHandle
 from ray.serve import Application
@@ -53,8 +54,7 @@ from models.domain import utcnow
 from models.errors import EngramError
 from models.rules.sharding import shard_name, shard_of
 from models.settings import Settings, load_settings
-from serve import app_state, auth
-from serve.auth import Authenticator
+from serve.auth import Authenticator, startup_notice
 from serve.backend import EngramBackend
 from serve.extraction import ExtractionDeployment
 from serve.gate import GatedBackend, SwitchReader
@@ -72,11 +72,6 @@ from storage.keyring import keyring_for
 from storage.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
-
-api = build_http_app(app_state.current, auth=auth.current)
-# HTTP recall goes straight to the Recall deployment (its own Serve application at RECALL_PATH):
-# through the Ingress it cost a second replica hop, most of the CPU of a recall (docs/benchmarks.md).
-recall_api = build_http_app(app_state.current, auth=auth.current, recall_only=True)
 
 
 def recall_app_name(settings: Settings) -> str:
@@ -120,7 +115,11 @@ class _ShardVectors:
 
 
 @serve.deployment(name="Recall", max_ongoing_requests=100)
-@serve.ingress(recall_api)
+# Each replica builds its FastAPI app once constructed (``__serve_build_asgi_app__``): the routes
+# close over that replica's backend and authenticator; nothing is built at import, and no route
+# can run before both exist. HTTP recall goes straight to the Recall deployment (its own Serve
+# application at RECALL_PATH): through the Ingress it cost a second replica hop (docs/benchmarks.md).
+@serve.ingress()
 class RecallDeployment:
     """Recall (R1-R6) over per-user snapshots held in this replica; hit bookkeeping goes to the shard.
 
@@ -132,8 +131,8 @@ class RecallDeployment:
         self.settings = settings
         self._shards = shard_actors(settings)
         self._gate = GatedBackend(_RecallRoute(self), SwitchReader(settings.storage))
-        app_state.install(cast(EngramBackend, RateLimitedBackend(self._gate, RateLimiter(settings.limits))))
-        auth.install(Authenticator(settings.auth))
+        self._http_backend = cast(EngramBackend, RateLimitedBackend(self._gate, RateLimiter(settings.limits)))
+        self._authenticator = Authenticator(settings.auth)
         self._recaller: Recaller | None = None
         self._hits: HitBuffer | None = None
         self._embedder = build_embedder(settings.embedder)
@@ -163,6 +162,15 @@ class RecallDeployment:
             "seconds": time.monotonic() - started,
             "frozen_objects": float(gc.get_freeze_count()),
         }
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        """The recall-only HTTP app of this replica (called by Serve once the constructor is done)."""
+        return build_http_app(
+            lambda: self._http_backend,
+            auth=lambda: self._authenticator,
+            max_body_bytes=self.settings.limits.max_request_bytes,
+            recall_only=True,
+        )
 
     def gate_stats(self) -> dict[str, int]:
         """HTTP recalls the switch gate of this replica refused and passed (counts only)."""
@@ -227,7 +235,7 @@ class RecallDeployment:
 
 
 @serve.deployment(name="Ingress")
-@serve.ingress(api)
+@serve.ingress()
 class Ingress(ForwardPrivacy):
     """HTTP routes (through ``api``) and the same operations as Python methods for handles."""
 
@@ -253,11 +261,18 @@ class Ingress(ForwardPrivacy):
         # Rate limits first: a runaway caller costs no switch lookup either (42903).
         self._limited = RateLimitedBackend(self._gate, RateLimiter(settings.limits))
         self._backend: EngramBackend = cast(EngramBackend, self._limited)
-        auth.install(Authenticator(settings.auth))
-        auth.startup_notice(settings.auth, settings.serve.host)
-        app_state.install(self._backend)
+        self._authenticator = Authenticator(settings.auth)
+        startup_notice(settings.auth, settings.serve.host)
         # One per app, however many Ingress replicas; it reads lifecycle.scheduler_enabled each day.
         self._scheduler = start_scheduler(settings)
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        """This replica's HTTP app (called by Serve once the constructor is done)."""
+        return build_http_app(
+            lambda: self._backend,
+            auth=lambda: self._authenticator,
+            max_body_bytes=self.settings.limits.max_request_bytes,
+        )
 
     async def privacy_backend(self) -> PrivacyBackend:
         return self._backend

@@ -4,8 +4,9 @@ A key is sent as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``. Withou
 request gets 40101; a request for an app its key is not bound to, for the user's global memories
 without ``global_scope``, for a user other than the one the key is bound to (``user_id``), or for a
 privacy route (``user/*``) without the admin role gets 40303. With no key configured auth is off,
-and the service then only listens on the loopback address. Until a replica has installed its
-authenticator every guarded request is refused (50301): authentication fails closed.
+and the service then only listens on the loopback address. Authentication fails closed: each
+replica builds its HTTP app only once its authenticator exists, and an authenticator that cannot
+be had refuses the request (50301) instead of letting it through.
 
 The rules (``authorize``) are a pure function of the key and the request body; ``AuthGuard`` is
 the ASGI layer that applies them before a route sees the request.
@@ -14,7 +15,6 @@ the ASGI layer that applies them before a route sees the request.
 from __future__ import annotations
 
 import hmac
-import importlib
 import json
 import logging
 import uuid
@@ -277,26 +277,6 @@ def _key_name(auth: Authenticator, headers: Mapping[str, str]) -> str:
         return auth.authenticate(presented_key(headers)).name
     except EngramError:
         return "-"
-
-
-# --- the process's authenticator (installed by the ingress replica) ----------------------------
-
-_installed: list[Authenticator] = []
-
-
-def install(authenticator: Authenticator) -> None:
-    """Make ``authenticator`` the one this process's routes use."""
-    _installed[:] = [authenticator]
-
-
-def current() -> Authenticator:
-    """The installed authenticator; 50301 until one is installed (fails closed, like the backend)."""
-    # Through the module registry: Serve ships the FastAPI app into the replica by value.
-    state = importlib.import_module(__name__)
-    installed: list[Authenticator] = state._installed
-    if not installed:
-        raise EngramError(ErrorCode.DEPENDENCY_UNAVAILABLE, "the service is starting")
-    return installed[0]
 
 
 AUTH_OFF_WARNING = (

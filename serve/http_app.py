@@ -112,8 +112,8 @@ def build_http_app(
 ) -> FastAPI:
     """The FastAPI application; ``backend`` and ``auth`` are called per request (the replica sets them).
 
-    ``auth`` has no default: a caller says which authenticator guards the routes (in the replicas
-    ``serve.auth.current``, which refuses every request until one is installed).
+    ``auth`` has no default: a caller says which authenticator guards the routes (a replica passes
+    its own, built before the app).
 
     ``recall_only``: just the recall route, answered at the root of its own Serve application
     (route prefix ``RECALL_PATH``), with the same envelope, errors, limits and authentication.

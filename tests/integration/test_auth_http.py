@@ -184,14 +184,23 @@ async def test_a_user_bound_key_acts_for_its_user_only(app: PrivacyApp) -> None:
     assert await code(app, "user/list", {"user_id": "alice"}, PERSONAL) == 40303
 
 
-async def test_routes_are_refused_until_an_authenticator_is_installed(
-    monkeypatch: pytest.MonkeyPatch, app: PrivacyApp
+async def test_an_authenticator_that_cannot_be_had_refuses_instead_of_letting_through(
+    app: PrivacyApp,
 ) -> None:
-    from serve import auth
+    from models.errors import EngramError, ErrorCode
+    from serve.auth import Authenticator
     from serve.http_app import build_http_app
 
-    monkeypatch.setattr(auth, "_installed", [])
-    guarded = build_http_app(lambda: app.gate, auth=auth.current)  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError):
+        build_http_app(lambda: app.gate)  # type: ignore[call-arg,arg-type,return-value]
+    ready: list[Authenticator] = []
+
+    def authenticator() -> Authenticator:
+        if not ready:
+            raise EngramError(ErrorCode.DEPENDENCY_UNAVAILABLE, "the service is starting")
+        return ready[0]
+
+    guarded = build_http_app(lambda: app.gate, auth=authenticator)  # type: ignore[arg-type,return-value]
     transport = httpx.ASGITransport(app=guarded)
     async with httpx.AsyncClient(transport=transport, base_url="http://engram") as http:
         body = {"user_id": "u", "query": "anything"}
@@ -200,6 +209,6 @@ async def test_routes_are_refused_until_an_authenticator_is_installed(
         answer = await http.post("/memory/v1/user/list", json={"user_id": "u"})
         assert answer.json()["code"] == 50301
         assert (await http.get("/healthz")).status_code == 200
-        auth.install(auth.Authenticator(app.settings.auth))
+        ready.append(Authenticator(app.settings.auth))
         assert (await http.post("/memory/v1/recall", json=body)).json()["code"] == 40101
     assert app.embedder.calls == 0  # no refused request did any work
