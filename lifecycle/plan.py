@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from models.enums import Status
-from models.rules.decay import decayed_weight, is_decay_exempt
+from models.rules.decay import weight_now
 from models.settings import Settings
 
 # Weights are floats: a memory that reaches the threshold exactly on its day (0.80 at day 90) must
@@ -74,14 +74,7 @@ def decide(row: SweepRow, now: datetime, settings: Settings) -> Verdict:
         return Verdict(Action.KEEP)  # SUPERSEDED facts are history (R6), not subject to decay
     if row.expire_at is not None and row.expire_at <= now:
         return Verdict(Action.ARCHIVE_EXPIRED)
-    weight = decayed_weight(
-        row.weight,
-        row.weight_at,
-        now,
-        is_important=row.is_important,
-        exempt=is_decay_exempt(row.custom_tags, settings.decay),
-        settings=settings.decay,
-    )
+    weight = weight_now(row, now, settings.decay)
     if weight < life.archive_below_weight - _EPSILON:
         return Verdict(Action.ARCHIVE_FADED, weight)
     if row.weight - weight >= life.decay_write_min_delta:

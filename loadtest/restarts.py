@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 import yaml
 
+from actors.write_path import KIND_ADD
 from models.api import AddRequest
 from models.domain import WriteTask, utcnow
 from models.enums import TaskStatus
@@ -37,8 +38,6 @@ from storage.database import create_engine
 from storage.keyring import keyring_for
 from storage.metadata import MetadataStore
 from storage.migrate import upgrade
-
-KIND_ADD = "add"  # actors.write_path.KIND_ADD: the task kind a plain ``add`` records
 
 
 async def seed_pending_tasks(settings: Settings, user_ids: Sequence[str], per_user: int) -> list[str]:

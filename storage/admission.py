@@ -15,7 +15,7 @@ from models.enums import OpSource, OpType, Status
 from models.errors import EngramError, ErrorCode
 from models.rules import capacity
 from models.rules.capacity import counter_deltas
-from models.rules.decay import decayed_weight, is_decay_exempt
+from models.rules.decay import weight_now
 from models.settings import Settings
 from storage.metadata import EvictionRow, MetadataTx
 
@@ -67,14 +67,7 @@ async def make_room(tx: MetadataTx, settings: Settings, memory: Memory, now: dat
 
 
 def _candidate(settings: Settings, row: EvictionRow, now: datetime) -> capacity.EvictionCandidate:
-    weight = decayed_weight(
-        row.weight,
-        row.weight_at,
-        now,
-        is_important=row.is_important,
-        exempt=is_decay_exempt(row.custom_tags, settings.decay),
-        settings=settings.decay,
-    )
+    weight = weight_now(row, now, settings.decay)
     return capacity.EvictionCandidate(row.memory_id, weight, row.last_recalled_at, row.is_important)
 
 

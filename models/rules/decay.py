@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Protocol
 
 from models.domain import Memory
 from models.enums import MemType, Ownership
@@ -66,7 +67,20 @@ def merged_weight(first: float, second: float, *, initial: float) -> float:
     return max(first, second, initial)
 
 
-def weight_now(memory: Memory, now: datetime, settings: DecaySettings) -> float:
+class Weighted(Protocol):
+    """What lazy decay reads of a memory, a sweep row or an eviction row."""
+
+    @property
+    def weight(self) -> float: ...
+    @property
+    def weight_at(self) -> datetime: ...
+    @property
+    def is_important(self) -> bool: ...
+    @property
+    def custom_tags(self) -> list[str]: ...
+
+
+def weight_now(memory: Weighted, now: datetime, settings: DecaySettings) -> float:
     """The memory's weight decayed lazily from its last write to ``now`` (R3)."""
     return decayed_weight(
         memory.weight,

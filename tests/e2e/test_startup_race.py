@@ -19,9 +19,8 @@ from loadtest.restarts import seed_pending_tasks
 from models.api import TaskRequest
 from models.enums import TaskStatus
 from models.settings import Settings
-from storage.crypto import LocalKeyFileProvider
 from storage.database import create_engine
-from storage.keyring import KeyRing
+from storage.keyring import keyring_for
 from storage.metadata import MetadataStore
 from tests.e2e.conftest import RunningApp
 
@@ -119,10 +118,7 @@ def test_a_shard_stops_cleanly_while_its_tasks_still_wait_for_extraction(
 
     async def unfinished() -> set[str]:
         storage = settings.storage
-        metadata = MetadataStore(
-            create_engine(storage.resolved_database_url()),
-            KeyRing(LocalKeyFileProvider(storage.resolved_master_key_file())),
-        )
+        metadata = MetadataStore(create_engine(storage.resolved_database_url()), keyring_for(storage))
         try:
             async with metadata.transaction(readonly=True) as tx:
                 return {t.task_id for t in await tx.unfinished_tasks()}
