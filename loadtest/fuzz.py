@@ -1,9 +1,11 @@
 """The HTTP contract fuzzed with schemathesis against a live app's OpenAPI document (#17).
 
-Every operation gets generated bodies, valid and invalid. Each answer must be no server error (a
-recall past its own ``timeout_ms`` answers 504 / 50401 by contract, SPEC R5, and is not one) and
-must match the documented response schema for its status. The e2e suite runs a bounded round;
-the long run is
+Every operation gets generated bodies, valid and invalid; then sequences of calls follow the
+document's links (add -> task, add_structured -> update / history / delete, update -> history,
+user/export -> task: ``serve.operations``), so ids that exist reach the operations that read and
+change them. Each answer must be no server error (a recall past its own ``timeout_ms`` answers
+504 / 50401 by contract, SPEC R5, and is not one) and must match the documented response schema
+for its status. The e2e suite runs a bounded round; the long run is
 
     engram bench fuzz --max-examples 650 [--url http://127.0.0.1:8000]
 
@@ -23,6 +25,7 @@ from typing import Any
 import schemathesis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
+from schemathesis import GenerationMode
 from schemathesis.core.result import Err
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
@@ -36,6 +39,9 @@ class FuzzReport:
     by_operation: Counter[str] = field(default_factory=Counter)
     statuses: Counter[int] = field(default_factory=Counter)
     failures: dict[str, str] = field(default_factory=dict)
+    # Steps of the stateful run that followed a link, by link; and those answered with code 0.
+    linked_steps: Counter[str] = field(default_factory=Counter)
+    linked_ok: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         """The report as plain JSON-ready data."""
@@ -43,9 +49,22 @@ class FuzzReport:
         data["statuses"] = {str(k): v for k, v in sorted(self.statuses.items())}
         return data
 
+    def check(self, name: str, response: Any) -> None:
+        """Count one answer; AssertionError when it is a server error."""
+        self.by_operation[name] += 1
+        self.statuses[response.status_code] += 1
+        if response.status_code >= 500:
+            code = response.json().get("code")
+            timed_out = response.status_code == 504 and code == 50401
+            assert timed_out, f"server error {response.status_code}: {response.text[:300]}"
 
-def fuzz(url: str, max_examples: int) -> FuzzReport:
-    """Fuzz every operation of the app at ``url``; failures are collected, not raised."""
+
+_CHECKS = [response_schema_conformance, status_code_conformance]
+
+
+def fuzz(url: str, max_examples: int, scenarios: int | None = None) -> FuzzReport:
+    """Fuzz every operation of the app at ``url``, then ``scenarios`` linked sequences (default:
+    ``max_examples``); failures are collected, not raised."""
     schema = schemathesis.openapi.from_url(f"{url.rstrip('/')}/openapi.json")
     report = FuzzReport()
     for result in schema.get_all_operations():
@@ -59,8 +78,49 @@ def fuzz(url: str, max_examples: int) -> FuzzReport:
             _fuzz_operation(operation, name, max_examples, report)
         except Exception as exc:  # a failing example: recorded with its reproduction, then on to the next
             report.failures[name] = f"{type(exc).__name__}: {str(exc)[:2000]}"
+    try:
+        _fuzz_links(schema, max_examples if scenarios is None else scenarios, report)
+    except Exception as exc:
+        report.failures["stateful"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
     report.requests = sum(report.by_operation.values())
     return report
+
+
+def _fuzz_links(schema: Any, scenarios: int, report: FuzzReport) -> None:
+    # Only the document's own links: an inferred one (task -> export download) made ``task`` the
+    # only operation schemathesis starts a sequence from, and no add ever ran.
+    schema.config.phases.stateful.inference.algorithms = []
+    # Valid bodies only: invalid ones stop a sequence at its first step, and the stateless round
+    # has sent them already.
+    schema.config.phases.stateful.generation.modes = [GenerationMode.POSITIVE]
+    base = schema.as_state_machine()
+
+    class LinkedCalls(base):  # type: ignore[misc, valid-type]
+        def step(self, input: Any) -> Any:
+            output = super().step(input)
+            if input.transition is not None and input.is_applied:
+                report.linked_steps[input.transition.id] += 1
+                if output.response.status_code == 200 and output.response.json().get("code") == 0:
+                    report.linked_ok[input.transition.id] += 1
+            return output
+
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"timeout": 60}
+
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            report.check(f"{case.operation.method.upper()} {case.operation.path}", response)
+            case.validate_response(response, checks=_CHECKS)
+
+    LinkedCalls.run(
+        settings=hypothesis_settings(
+            max_examples=scenarios,
+            stateful_step_count=6,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            derandomize=True,
+            database=None,
+        )
+    )
 
 
 def _fuzz_operation(operation: Any, name: str, max_examples: int, report: FuzzReport) -> None:
@@ -74,13 +134,8 @@ def _fuzz_operation(operation: Any, name: str, max_examples: int, report: FuzzRe
     )
     def check(case: Any) -> None:
         response = case.call(timeout=60)
-        report.by_operation[name] += 1
-        report.statuses[response.status_code] += 1
-        if response.status_code >= 500:
-            code = response.json().get("code")
-            timed_out = response.status_code == 504 and code == 50401
-            assert timed_out, f"server error {response.status_code}: {response.text[:300]}"
-        case.validate_response(response, checks=[response_schema_conformance, status_code_conformance])
+        report.check(name, response)
+        case.validate_response(response, checks=_CHECKS)
 
     check()
 
@@ -89,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m loadtest.fuzz`` (``engram bench fuzz``): 0 when no request failed a check."""
     parser = argparse.ArgumentParser(prog="engram bench fuzz", description=__doc__.splitlines()[0])
     parser.add_argument("--max-examples", type=int, default=100, help="generated requests per operation")
+    parser.add_argument("--scenarios", type=int, help="linked call sequences (default: --max-examples)")
     parser.add_argument("--url", help="an Engram app already running (default: start one here)")
     args = parser.parse_args(argv)
     started: tuple[str, Any] | None = None
@@ -99,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = _start_app(1, 1, None)
         url = started[0]
     try:
-        report = fuzz(url, args.max_examples)
+        report = fuzz(url, args.max_examples, args.scenarios)
     finally:
         if started is not None:
             from loadtest.run import _stop_app

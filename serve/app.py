@@ -28,30 +28,9 @@ from ray.serve.handle import DeploymentHandle
 
 from actors.hit_buffer import HitBuffer, RecallHits
 from actors.recall import Recaller
-from models.api import (
-    AddRequest,
-    AddStructuredRequest,
-    BatchDeleteRequest,
-    ChangeLogPage,
-    ChangeLogRequest,
-    DeleteRequest,
-    DeleteResult,
-    HistoryRequest,
-    HistoryResponse,
-    MemoryCreated,
-    MemoryView,
-    RecallRequest,
-    RecallResponse,
-    RestoreRequest,
-    SessionCloseRequest,
-    SessionCloseResult,
-    TaskAccepted,
-    TaskRequest,
-    TaskView,
-    UpdateRequest,
-)
+from models.api import RecallRequest, RecallResponse
 from models.domain import utcnow
-from models.errors import EngramError
+from models.errors import EngramError, ErrorCode
 from models.rules.sharding import shard_name, shard_of
 from models.settings import Settings, load_settings
 from serve.auth import Authenticator, startup_notice
@@ -60,7 +39,8 @@ from serve.extraction import ExtractionDeployment
 from serve.gate import GatedBackend, SwitchReader
 from serve.handle_lookup import LazyDeploymentHandle
 from serve.http_app import RECALL_PATH, build_http_app
-from serve.privacy_backend import ForwardPrivacy, PrivacyBackend
+from serve.operations import Operation, Operations, forward_operations
+from serve.privacy_backend import ForwardPrivacyHelpers
 from serve.rate_limit import RateLimitedBackend, RateLimiter
 from serve.ray_backend import RayBackend
 from serve.settings_update import apply_overrides
@@ -80,12 +60,14 @@ def recall_app_name(settings: Settings) -> str:
 
 
 class _RecallRoute:
-    """The backend of the recall-only HTTP app: this replica's own recall."""
+    """The backend of the recall-only HTTP app: this replica's own recall (its only operation)."""
 
     def __init__(self, deployment: RecallDeployment) -> None:
         self._deployment = deployment
 
-    async def recall(self, request: RecallRequest) -> RecallResponse:
+    async def call(self, op: Operation[Any, Any], request: Any) -> Any:
+        if op is not Operations.recall:
+            raise EngramError(ErrorCode.NOT_FOUND, f"the recall app has no {op.name}")
         result = await self._deployment.recall(request)
         if isinstance(result, EngramError):
             raise result
@@ -236,8 +218,10 @@ class RecallDeployment:
 
 @serve.deployment(name="Ingress")
 @serve.ingress()
-class Ingress(ForwardPrivacy):
-    """HTTP routes (through ``api``) and the same operations as Python methods for handles."""
+@forward_operations
+class Ingress(ForwardPrivacyHelpers):
+    """HTTP routes and, for Python callers, every table operation as a handle method
+    (``forward_operations``: ``handle.add.remote(request)``)."""
 
     # Serve awaits an async constructor on the replica's event loop: nothing here blocks it.
     async def __init__(  # type: ignore[misc]
@@ -274,7 +258,7 @@ class Ingress(ForwardPrivacy):
             max_body_bytes=self.settings.limits.max_request_bytes,
         )
 
-    async def privacy_backend(self) -> PrivacyBackend:
+    async def operation_backend(self) -> EngramBackend:
         return self._backend
 
     def gate_stats(self) -> dict[str, int]:
@@ -288,39 +272,6 @@ class Ingress(ForwardPrivacy):
             *(shard.reconfigure.remote(config) for shard in self._shards),
             self._scheduler.reconfigure.remote(config),
         )
-
-    async def add(self, r: AddRequest) -> TaskAccepted:
-        return await self._backend.add(r)
-
-    async def task(self, r: TaskRequest) -> TaskView:
-        return await self._backend.task(r)
-
-    async def add_structured(self, r: AddStructuredRequest) -> MemoryCreated | TaskAccepted:
-        return await self._backend.add_structured(r)
-
-    async def recall(self, r: RecallRequest) -> RecallResponse:
-        return await self._backend.recall(r)
-
-    async def update(self, r: UpdateRequest) -> MemoryView:
-        return await self._backend.update(r)
-
-    async def delete(self, r: DeleteRequest) -> DeleteResult:
-        return await self._backend.delete(r)
-
-    async def batch_delete(self, r: BatchDeleteRequest) -> DeleteResult:
-        return await self._backend.batch_delete(r)
-
-    async def history(self, r: HistoryRequest) -> HistoryResponse:
-        return await self._backend.history(r)
-
-    async def change_log(self, r: ChangeLogRequest) -> ChangeLogPage:
-        return await self._backend.change_log(r)
-
-    async def session_close(self, r: SessionCloseRequest) -> SessionCloseResult:
-        return await self._backend.session_close(r)
-
-    async def restore(self, r: RestoreRequest) -> MemoryView:
-        return await self._backend.restore(r)
 
 
 def _checked(settings: Settings | None) -> Settings:

@@ -27,17 +27,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from models.errors import EngramError, ErrorCode
 from models.settings import AuthSettings
 from serve.envelope import envelope
+from serve.operations import ACCESS_BY_PATH, Access
 
 log = logging.getLogger(__name__)
 
 ANY_APP = "*"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-ADMIN_PREFIX = "user/"
-# Routes whose target is named by memory ids: the memories' apps decide.
-MEMORY_ROUTES = frozenset({"update", "delete", "history", "restore"})
-# Open to every valid key: a task id is an unguessable capability handed to the caller who wrote it.
-OPEN_ROUTES = frozenset({"task"})
-APP_ROUTES = frozenset({"add", "add_structured", "session/close"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,29 +119,33 @@ def _text(value: Any) -> str:
 
 def memory_ids_of(route: str, body: Mapping[str, Any]) -> list[str]:
     """The memory ids a route acts on (their apps are looked up before ``authorize``)."""
-    if route in MEMORY_ROUTES:
-        return [_text(body.get("memory_id"))]
-    if route == "batch_delete":
+    if ACCESS_BY_PATH.get(route) is not Access.MEMORY:
+        return []
+    if "memory_ids" in body:
         ids = body.get("memory_ids")
         return [_text(i) for i in ids] if isinstance(ids, list) else []
-    return []
+    return [_text(body.get("memory_id"))]
 
 
 def authorize(
     principal: Principal, route: str, body: Mapping[str, Any], memory_apps: Mapping[str, str]
 ) -> None:
-    """40303 unless ``principal`` may call ``route`` with ``body``; ``memory_apps``: app of each memory id."""
+    """40303 unless ``principal`` may call ``route`` with ``body``; ``memory_apps``: app of each memory id.
+
+    Each route's ``Access`` comes from the operations table; a route outside it needs an admin key.
+    """
+    access = ACCESS_BY_PATH.get(route, Access.ADMIN)
     # Before the admin role: a user-bound admin key (the console) manages its own user only.
     bound = principal.user_id
-    if bound is not None and route not in OPEN_ROUTES and _text(body.get("user_id")) != bound:
+    if bound is not None and access is not Access.OPEN and _text(body.get("user_id")) != bound:
         raise _forbid("this key is bound to another user")
     if principal.admin:
         return
-    if route.startswith(ADMIN_PREFIX):
+    if access is Access.ADMIN:
         raise _forbid("this route needs an admin key")
-    if route in OPEN_ROUTES:
+    if access is Access.OPEN:
         return
-    if route in APP_ROUTES:
+    if access is Access.APP:
         app_id = _text(body.get("app_id"))
         if app_id and not principal.may_use_app(app_id):
             raise _forbid("this key is not bound to that app")
@@ -154,7 +153,7 @@ def authorize(
         if (not app_id or body.get("level") == "GLOBAL") and not principal.may_use_app(""):
             raise _forbid("this key may not use the user's global memories")
         return
-    if route == "recall":
+    if access is Access.RECALL:
         scope = body.get("scope") or {}
         scope = scope if isinstance(scope, Mapping) else {}
         app_id = _text(scope.get("app_id"))
@@ -163,14 +162,14 @@ def authorize(
         if scope.get("include_global", True) is not False and not principal.may_use_app(""):
             raise _forbid("this key may not use the user's global memories")
         return
-    if route == "change_log":
+    if access is Access.CHANGE_LOG:
         app_id = _text(body.get("app_id"))
         if app_id and principal.may_use_app(app_id):
             return
         if not app_id and principal.all_apps:
             return
         raise _forbid("this key may only read the change log of its own apps")
-    if route in MEMORY_ROUTES or route == "batch_delete":
+    if access is Access.MEMORY:
         for memory_id in memory_ids_of(route, body):
             owner_app = memory_apps.get(memory_id)
             # Unknown ids pass: the route answers 40401 / not_found for them, revealing nothing.

@@ -3,6 +3,7 @@ error envelope. A leaf module, shared by ``client`` and the route groups mixed i
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -46,3 +47,19 @@ class Call(Generic[T]):
         if code not in (0, int(ErrorCode.NO_RELEVANT_MEMORY)):
             raise EngramApiError(code, str(payload.get("msg", "")), str(payload.get("trace_id", "")))
         return self.result.validate_python(payload.get("data"))
+
+
+class SyncSender:
+    """A blocking client: sends a ``Call`` and returns its data (``serve.operations`` binds to it)."""
+
+    def send(self, call: Call[T]) -> T:
+        """Send one operation and return its data."""
+        raise NotImplementedError
+
+
+class AsyncSender:
+    """An asyncio client: sends a ``Call`` and returns its data."""
+
+    def send(self, call: Call[T]) -> Awaitable[T]:
+        """Send one operation; await its data."""
+        raise NotImplementedError

@@ -9,25 +9,16 @@ delete, purge, export and the lifecycle keep working while a switch is off.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
+from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from actors.switches import check_store, gate_recall, is_on
-from models.api import (
-    AddRequest,
-    AddStructuredRequest,
-    MemoryCreated,
-    MemoryView,
-    RecallRequest,
-    RecallResponse,
-    SessionCloseRequest,
-    SessionCloseResult,
-    TaskAccepted,
-    UpdateRequest,
-)
+from models.api import RecallRequest
 from models.errors import EngramError, ErrorCode
 from models.settings import StorageSettings
+from serve.operations import Gate, Operation
 from storage.database import READONLY_OPTION, create_engine
 from storage.privacy_queries import read_switches
 from storage.quick_reads import open_quick_reader
@@ -35,9 +26,13 @@ from storage.quick_reads import open_quick_reader
 SwitchSource = Callable[[str], Awaitable[Mapping[str, bool]]]
 """Reads a user's switch map ("" = the global switch)."""
 
+Req = TypeVar("Req", bound=BaseModel)
+Res = TypeVar("Res")
+
 
 class GatedBackend:
-    """An ``EngramBackend`` that checks switches first; counts what it refused (no content)."""
+    """An ``EngramBackend`` that checks switches first (each operation's ``Gate``); counts what it
+    refused (no content)."""
 
     def __init__(self, inner: Any, switches: SwitchSource) -> None:
         self._inner = inner
@@ -46,49 +41,37 @@ class GatedBackend:
         self.passed = 0
 
     def __getattr__(self, name: str) -> Any:
-        # Everything but the gated operations goes straight to the wrapped backend.
+        # The helpers that are not operations go straight to the wrapped backend.
         return getattr(self._inner, name)
 
     def stats(self) -> dict[str, int]:
         """Gated calls refused and passed."""
         return {"refused": self.refused, "passed": self.passed}
 
-    async def _check(self, fn: Callable[[Mapping[str, bool]], Any], user_id: str) -> Any:
+    async def call(self, op: Operation[Req, Res], request: Req) -> Res:
+        if op.gate is not Gate.NONE:
+            request = await self._check(op.gate, request)
+        result: Res = await self._inner.call(op, request)
+        return result
+
+    async def _check(self, gate: Gate, request: Req) -> Req:
+        user_id = str(getattr(request, "user_id"))  # noqa: B009 - every gated request names its user
         try:
-            result = fn(await self._switches(user_id))
+            switches = await self._switches(user_id)
+            if gate is Gate.STORE:
+                # Stores memories (add, add_structured, and session/close, which values a session's
+                # memories with the engine and promotes them or writes a continuity memory).
+                check_store(switches, getattr(request, "app_id", None))
+            elif gate is Gate.RECALL:
+                request = cast(Req, gate_recall(switches, cast(RecallRequest, request)))
+            else:
+                # A content update re-embeds: it is a new memory in all but id.
+                _require_on(switches)
         except EngramError:
             self.refused += 1
             raise
         self.passed += 1
-        return result
-
-    async def add(self, request: AddRequest) -> TaskAccepted:
-        await self._check(lambda s: check_store(s, request.app_id), request.user_id)
-        result: TaskAccepted = await self._inner.add(request)
-        return result
-
-    async def add_structured(self, request: AddStructuredRequest) -> MemoryCreated | TaskAccepted:
-        await self._check(lambda s: check_store(s, request.app_id), request.user_id)
-        result: MemoryCreated | TaskAccepted = await self._inner.add_structured(request)
-        return result
-
-    async def recall(self, request: RecallRequest) -> RecallResponse:
-        allowed: RecallRequest = await self._check(lambda s: gate_recall(s, request), request.user_id)
-        result: RecallResponse = await self._inner.recall(allowed)
-        return result
-
-    async def session_close(self, request: SessionCloseRequest) -> SessionCloseResult:
-        # Closing a session values its memories with the engine and promotes them or writes a
-        # continuity memory: stores, like an add. The lifecycle expires what stays behind (L4).
-        await self._check(lambda s: check_store(s, request.app_id), request.user_id)
-        result: SessionCloseResult = await self._inner.session_close(request)
-        return result
-
-    async def update(self, request: UpdateRequest) -> MemoryView:
-        # A content update re-embeds: it is a new memory in all but id, so the global switch applies.
-        await self._check(lambda s: _require_on(s), request.user_id)
-        result: MemoryView = await self._inner.update(request)
-        return result
+        return request
 
 
 def _require_on(switches: Mapping[str, bool]) -> None:

@@ -6,9 +6,10 @@ class. Validation messages name fields and error kinds, never the values sent (t
 
 from __future__ import annotations
 
+import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,39 +19,17 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from models.api import (
-    AddRequest,
-    AddStructuredRequest,
-    BatchDeleteRequest,
-    ChangeLogPage,
-    ChangeLogRequest,
-    DeleteRequest,
-    DeleteResult,
-    Envelope,
-    HistoryRequest,
-    HistoryResponse,
-    MemoryCreated,
-    MemoryView,
-    RecallRequest,
-    RecallResponse,
-    RestoreRequest,
-    SessionCloseRequest,
-    SessionCloseResult,
-    TaskAccepted,
-    TaskRequest,
-    TaskView,
-    UpdateRequest,
-)
+from models.api import Envelope
 from models.errors import EngramError, ErrorCode
 from serve.auth import Authenticator, AuthGuard
 from serve.backend import EngramBackend
 from serve.envelope import ERROR_RESPONSES, envelope, trace_id_of
-from serve.privacy_routes import add_privacy_routes, memory_apps_lookup
+from serve.operations import BY_NAME, OPERATIONS, PREFIX, Operation, Operations
+from serve.privacy_routes import add_export_download_route, memory_apps_lookup
 
 log = logging.getLogger(__name__)
 
-PREFIX = "/memory/v1"
-RECALL_PATH = f"{PREFIX}/recall"
+RECALL_PATH = Operations.recall.url_path
 # Statuses Starlette itself answers with, as envelope codes (anything else 4xx: a bad request).
 _HTTP_CODES = {
     401: ErrorCode.UNAUTHENTICATED,
@@ -149,20 +128,9 @@ def build_http_app(
         log.error("unhandled %s on %s (trace %s)", type(exc).__name__, request.url.path, trace_id)
         return envelope(ErrorCode.DEPENDENCY_UNAVAILABLE, "a dependency failed; retry later", trace_id)
 
-    def route(path: str, data_model: Any) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
-        return app.post(f"{PREFIX}/{path}", response_model=Envelope[data_model], responses=ERROR_RESPONSES)
-
-    def ok(request: Request, data: BaseModel) -> JSONResponse:
-        return envelope(ErrorCode.OK, "ok", trace_id_of(request), data)
-
-    recall_path = "" if recall_only else RECALL_PATH
-
-    @app.post(recall_path, response_model=Envelope[RecallResponse], responses=ERROR_RESPONSES)
-    async def recall(body: RecallRequest, request: Request) -> JSONResponse:
-        result = await backend().recall(body)
-        if not result.hit:
-            return envelope(ErrorCode.NO_RELEVANT_MEMORY, "no relevant memory", trace_id_of(request), result)
-        return ok(request, result)
+    # Every route comes from the operations table; the recall app answers recall at its root.
+    for op in (Operations.recall,) if recall_only else OPERATIONS:
+        _add_route(app, "" if recall_only else op.url_path, op, backend)
 
     guard = {"prefix": PREFIX, "authenticator": auth, "memory_apps": lambda: memory_apps_lookup(backend)}
     if recall_only:
@@ -170,51 +138,61 @@ def build_http_app(
         app.add_middleware(BodyLimit, limit=max_body_bytes)
         return app
 
-    @route("add", TaskAccepted)
-    async def add(body: AddRequest, request: Request) -> JSONResponse:
-        return ok(request, await backend().add(body))
-
-    @route("task", TaskView)
-    async def task(body: TaskRequest, request: Request) -> JSONResponse:
-        return ok(request, await backend().task(body))
-
-    @route("add_structured", MemoryCreated | TaskAccepted)
-    async def add_structured(body: AddStructuredRequest, request: Request) -> JSONResponse:
-        return ok(request, await backend().add_structured(body))
-
-    @route("update", MemoryView)
-    async def update(body: UpdateRequest, request: Request) -> JSONResponse:
-        return ok(request, await backend().update(body))
-
-    @route("delete", DeleteResult)
-    async def delete(body: DeleteRequest, request: Request) -> JSONResponse:
-        return ok(request, await backend().delete(body))
-
-    @route("batch_delete", DeleteResult)
-    async def batch_delete(body: BatchDeleteRequest, request: Request) -> JSONResponse:
-        return ok(request, await backend().batch_delete(body))
-
-    @route("history", HistoryResponse)
-    async def history(body: HistoryRequest, request: Request) -> JSONResponse:
-        return ok(request, await backend().history(body))
-
-    @route("change_log", ChangeLogPage)
-    async def change_log(body: ChangeLogRequest, request: Request) -> JSONResponse:
-        return ok(request, await backend().change_log(body))
-
-    @route("session/close", SessionCloseResult)
-    async def session_close(body: SessionCloseRequest, request: Request) -> JSONResponse:
-        return ok(request, await backend().session_close(body))
-
-    @route("restore", MemoryView)
-    async def restore(body: RestoreRequest, request: Request) -> JSONResponse:
-        return ok(request, await backend().restore(body))
-
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    add_privacy_routes(app, PREFIX, backend, ok)
+    add_export_download_route(app, PREFIX, backend)
     app.add_middleware(AuthGuard, **guard)  # type: ignore[arg-type]
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     return app
+
+
+def _add_route(
+    app: FastAPI, path: str, op: Operation[Any, Any], backend: Callable[[], EngramBackend]
+) -> None:
+    responses: dict[int | str, dict[str, Any]] = dict(ERROR_RESPONSES)
+    if op.links:
+        responses[200] = {"links": openapi_links(op)}
+    app.post(
+        path,
+        response_model=Envelope[op.response],  # type: ignore[name-defined]
+        responses=responses,
+        operation_id=op.name,
+        summary=op.name.replace("_", " "),
+        description=op.doc,
+        name=op.name,
+    )(_endpoint(op, backend))
+
+
+def _endpoint(op: Operation[Any, Any], backend: Callable[[], EngramBackend]) -> Callable[..., Any]:
+    """The route function of ``op``: the body validated as ``op.request``, the result enveloped."""
+
+    async def endpoint(body: BaseModel, request: Request) -> JSONResponse:
+        result = await backend().call(op, body)
+        trace_id = trace_id_of(request)
+        if op.empty_is_miss and not getattr(result, "hit", True):
+            return envelope(ErrorCode.NO_RELEVANT_MEMORY, "no relevant memory", trace_id, result)
+        return envelope(ErrorCode.OK, "ok", trace_id, result)
+
+    # FastAPI reads the body's model from the signature: the operation's request model.
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=op.request),
+            inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
+        ],
+        return_annotation=JSONResponse,
+    )
+    endpoint.__name__ = op.name
+    return endpoint
+
+
+def openapi_links(op: Operation[Any, Any]) -> dict[str, Any]:
+    """The OpenAPI links of ``op``'s success answer (what a stateful fuzzer follows)."""
+    return {
+        f"{op.name}_to_{link.target}": {
+            "operationId": BY_NAME[link.target].name,  # routes' operation ids are the names
+            "requestBody": dict(link.body),
+        }
+        for link in op.links
+    }

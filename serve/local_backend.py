@@ -1,13 +1,16 @@
-"""The backend of one process: every route served by a MemoryService and its WritePath.
+"""The backend of one process, the service behind every operation: a MemoryService and its WritePath.
 
 Used by tests through the real FastAPI app, and by each Serve shard behind handles: writes go
-through the user's mailbox (serialised, durable), reads straight to the stores.
+through the user's mailbox (serialised, durable), reads straight to the stores. ``call`` runs the
+method named like the operation (``serve.operations``): one method here per table entry.
 """
 
 from __future__ import annotations
 
+from typing import Any, TypeVar, cast
+
 from actors.memory_service import MemoryService
-from actors.privacy import PrivacyService
+from actors.privacy import KIND_EXPORT, PrivacyService
 from actors.session_close import SessionCloser
 from actors.views import memory_view
 from actors.write_path import WritePath
@@ -35,11 +38,21 @@ from models.api import (
     TaskRequest,
     TaskView,
     UpdateRequest,
+    UserExportRequest,
+    UserImportRequest,
+    UserListRequest,
+    UserPurgeRequest,
+    UserSwitchRequest,
 )
-from serve.privacy_backend import LocalPrivacy
+from models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
+from serve.operations import Operation
+from serve.privacy_backend import LocalPrivacyHelpers
+
+Req = TypeVar("Req")
+Res = TypeVar("Res")
 
 
-class LocalBackend(LocalPrivacy):
+class LocalBackend(LocalPrivacyHelpers):
     """``EngramBackend`` over one MemoryService; recall-hit bookkeeping goes through the mailbox (R4)."""
 
     def __init__(
@@ -56,6 +69,15 @@ class LocalBackend(LocalPrivacy):
         )
         self.session_closer = SessionCloser(service)
         self.attach_privacy(PrivacyService(service, self.lifecycle.archive))
+
+    def attach_privacy(self, privacy: PrivacyService) -> None:
+        """Use ``privacy`` and let the write path run export tasks (call before any task resumes)."""
+        self.privacy = privacy
+        self.write_path.handlers[KIND_EXPORT] = privacy.run_export
+
+    async def call(self, op: Operation[Any, Res], request: Any) -> Res:
+        """Run the method named like ``op`` (every table operation has one: tests/unit/test_operations.py)."""
+        return cast(Res, await getattr(self, op.name)(request))
 
     async def add(self, request: AddRequest) -> TaskAccepted:
         return await self.write_path.accept_add(request)
@@ -99,3 +121,21 @@ class LocalBackend(LocalPrivacy):
             return memory_view(memory)
 
         return await self.write_path.host.submit(request.user_id, work)
+
+    async def user_list(self, request: UserListRequest) -> UserListPage:
+        return await self.privacy.list_memories(request)
+
+    async def user_purge(self, request: UserPurgeRequest) -> PurgeResult:
+        privacy = self.privacy
+        return await self.write_path.host.submit(request.user_id, lambda: privacy.purge(request))
+
+    async def user_switch(self, request: UserSwitchRequest) -> SwitchState:
+        privacy = self.privacy
+        return await self.write_path.host.submit(request.user_id, lambda: privacy.set_switch(request))
+
+    async def user_export(self, request: UserExportRequest) -> TaskAccepted:
+        return await self.write_path.accept(request.user_id, KIND_EXPORT, request.model_dump(mode="json"))
+
+    async def user_import(self, request: UserImportRequest) -> ImportResult:
+        privacy = self.privacy
+        return await self.write_path.host.submit(request.user_id, lambda: privacy.import_lines(request))

@@ -1,32 +1,20 @@
-"""The privacy routes (SPEC C7) in the typed clients: mixed into ``EngramClient`` and its async twin."""
+"""The export download (SPEC C7) in the typed clients: a streamed answer, so not a table operation.
+
+Mixed into ``EngramClient`` and its async twin; the other privacy operations come from the table.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
 
-from models.api import (
-    TaskAccepted,
-    UserExportRequest,
-    UserImportRequest,
-    UserListRequest,
-    UserPurgeRequest,
-    UserSwitchRequest,
-)
-from models.privacy import ExportDownloadRequest, ImportResult, PurgeResult, SwitchState, UserListPage
-from serve.client_calls import Call, EngramApiError
+from models.privacy import ExportDownloadRequest
+from serve.client_calls import EngramApiError
+from serve.operations import PREFIX
 
-T = TypeVar("T")
-PREFIX = "/memory/v1"
 DOWNLOAD = f"{PREFIX}/user/export/download"
-
-
-def _call(path: str, request: BaseModel, result: Any) -> Any:
-    return Call(f"{PREFIX}/{path}", request, TypeAdapter(result))
 
 
 def _refusal(response: httpx.Response, body: bytes) -> Exception:
@@ -37,34 +25,10 @@ def _refusal(response: httpx.Response, body: bytes) -> Exception:
         return EngramApiError(50301, f"download failed with HTTP {response.status_code}", "")
 
 
-class PrivacyClient:
-    """Blocking privacy operations; needs ``send`` and ``_http`` from ``EngramClient``."""
+class ExportDownload:
+    """Blocking download of a finished export; needs ``_http`` from ``EngramClient``."""
 
     _http: httpx.Client
-
-    def send(self, call: Any) -> Any:
-        """Provided by the client this is mixed into."""
-        raise NotImplementedError
-
-    def user_list(self, r: UserListRequest) -> UserListPage:
-        result: UserListPage = self.send(_call("user/list", r, UserListPage))
-        return result
-
-    def user_purge(self, r: UserPurgeRequest) -> PurgeResult:
-        result: PurgeResult = self.send(_call("user/purge", r, PurgeResult))
-        return result
-
-    def user_switch(self, r: UserSwitchRequest) -> SwitchState:
-        result: SwitchState = self.send(_call("user/switch", r, SwitchState))
-        return result
-
-    def user_export(self, r: UserExportRequest) -> TaskAccepted:
-        result: TaskAccepted = self.send(_call("user/export", r, TaskAccepted))
-        return result
-
-    def user_import(self, r: UserImportRequest) -> ImportResult:
-        result: ImportResult = self.send(_call("user/import", r, ImportResult))
-        return result
 
     def export_lines(self, r: ExportDownloadRequest) -> Iterator[str]:
         """The lines of a finished export, streamed (EngramApiError when there is none)."""
@@ -74,34 +38,10 @@ class PrivacyClient:
             yield from (line for line in response.iter_lines() if line)
 
 
-class AsyncPrivacyClient:
-    """Asyncio privacy operations; needs ``send`` and ``_http`` from ``AsyncEngramClient``."""
+class AsyncExportDownload:
+    """Asyncio download of a finished export; needs ``_http`` from ``AsyncEngramClient``."""
 
     _http: httpx.AsyncClient
-
-    async def send(self, call: Any) -> Any:
-        """Provided by the client this is mixed into."""
-        raise NotImplementedError
-
-    async def user_list(self, r: UserListRequest) -> UserListPage:
-        result: UserListPage = await self.send(_call("user/list", r, UserListPage))
-        return result
-
-    async def user_purge(self, r: UserPurgeRequest) -> PurgeResult:
-        result: PurgeResult = await self.send(_call("user/purge", r, PurgeResult))
-        return result
-
-    async def user_switch(self, r: UserSwitchRequest) -> SwitchState:
-        result: SwitchState = await self.send(_call("user/switch", r, SwitchState))
-        return result
-
-    async def user_export(self, r: UserExportRequest) -> TaskAccepted:
-        result: TaskAccepted = await self.send(_call("user/export", r, TaskAccepted))
-        return result
-
-    async def user_import(self, r: UserImportRequest) -> ImportResult:
-        result: ImportResult = await self.send(_call("user/import", r, ImportResult))
-        return result
 
     async def export_lines(self, r: ExportDownloadRequest) -> AsyncIterator[str]:
         """The lines of a finished export, streamed (EngramApiError when there is none)."""

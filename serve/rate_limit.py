@@ -48,23 +48,31 @@ class RateLimiter:
 
 
 class RateLimitedBackend:
-    """Wraps a backend: every operation on a request with a ``user_id`` first takes a token."""
+    """Wraps a backend: every operation (and helper) on a request with a ``user_id`` first takes a token."""
 
     def __init__(self, inner: Any, limiter: RateLimiter) -> None:
         self._inner = inner
         self._limiter = limiter
         self.refused = 0
 
+    def _take(self, request: Any) -> None:
+        user_id = getattr(request, "user_id", None)
+        if isinstance(user_id, str) and not self._limiter.allow(user_id):
+            self.refused += 1
+            raise EngramError(ErrorCode.RATE_LIMITED, "too many requests for this user; retry later")
+
+    async def call(self, op: Any, request: Any) -> Any:
+        self._take(request)
+        return await self._inner.call(op, request)
+
     def __getattr__(self, name: str) -> Any:
+        # The helpers (export chunks, the tenancy check's lookup) are limited like operations.
         target = getattr(self._inner, name)
         if name.startswith("_") or not inspect.iscoroutinefunction(target):
             return target
 
         async def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
-            user_id = getattr(request, "user_id", None)
-            if isinstance(user_id, str) and not self._limiter.allow(user_id):
-                self.refused += 1
-                raise EngramError(ErrorCode.RATE_LIMITED, "too many requests for this user; retry later")
+            self._take(request)
             return await target(request, *args, **kwargs)
 
         return limited

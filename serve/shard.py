@@ -26,31 +26,12 @@ from lifecycle.archive_vectors import ArchiveBackedVectors
 from lifecycle.context import LifecycleStores
 from lifecycle.plan import SweepCounts
 from lifecycle.sweeps import Sweeper, sweep_users
-from models.api import (
-    AddRequest,
-    AddStructuredRequest,
-    BatchDeleteRequest,
-    ChangeLogPage,
-    ChangeLogRequest,
-    DeleteRequest,
-    DeleteResult,
-    HistoryRequest,
-    HistoryResponse,
-    MemoryCreated,
-    MemoryView,
-    RestoreRequest,
-    SessionCloseRequest,
-    SessionCloseResult,
-    TaskAccepted,
-    TaskRequest,
-    TaskView,
-    UpdateRequest,
-)
 from models.rules.sharding import shard_of
 from models.settings import Settings
 from serve.extraction import extraction_engine
 from serve.local_backend import LocalBackend
-from serve.privacy_backend import ForwardPrivacy, PrivacyBackend
+from serve.operations import forward_operations
+from serve.privacy_backend import ForwardPrivacyHelpers
 from serve.settings_update import apply_overrides
 from storage.stores import Stores, open_stores
 
@@ -165,8 +146,12 @@ class Shard:
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
-class ShardActor(ForwardPrivacy):
-    """The Ray actor hosting a ``Shard``; restarted by Ray after a crash, then it resumes its tasks."""
+@forward_operations
+class ShardActor(ForwardPrivacyHelpers):
+    """The Ray actor hosting a ``Shard``; restarted by Ray after a crash, then it resumes its tasks.
+
+    Every table operation is a method (``forward_operations``): ``shard.add.remote(request)``.
+    """
 
     def __init__(self, settings: Settings, index: int) -> None:
         self._shard = Shard(settings, index)
@@ -175,41 +160,11 @@ class ShardActor(ForwardPrivacy):
         await self._shard.backend()
         return self._shard.index
 
-    async def privacy_backend(self) -> PrivacyBackend:
+    async def operation_backend(self) -> LocalBackend:
         return await self._shard.backend()
-
-    async def add(self, r: AddRequest) -> TaskAccepted:
-        return await (await self._shard.backend()).add(r)
-
-    async def task(self, r: TaskRequest) -> TaskView:
-        return await (await self._shard.backend()).task(r)
-
-    async def add_structured(self, r: AddStructuredRequest) -> MemoryCreated | TaskAccepted:
-        return await (await self._shard.backend()).add_structured(r)
-
-    async def update(self, r: UpdateRequest) -> MemoryView:
-        return await (await self._shard.backend()).update(r)
-
-    async def delete(self, r: DeleteRequest) -> DeleteResult:
-        return await (await self._shard.backend()).delete(r)
-
-    async def batch_delete(self, r: BatchDeleteRequest) -> DeleteResult:
-        return await (await self._shard.backend()).batch_delete(r)
-
-    async def history(self, r: HistoryRequest) -> HistoryResponse:
-        return await (await self._shard.backend()).history(r)
-
-    async def change_log(self, r: ChangeLogRequest) -> ChangeLogPage:
-        return await (await self._shard.backend()).change_log(r)
 
     async def get_vectors(self, memory_ids: list[str]) -> dict[str, np.ndarray]:
         return await self._shard.get_vectors(memory_ids)
-
-    async def session_close(self, r: SessionCloseRequest) -> SessionCloseResult:
-        return await (await self._shard.backend()).session_close(r)
-
-    async def restore(self, r: RestoreRequest) -> MemoryView:
-        return await (await self._shard.backend()).restore(r)
 
     async def sweep_users(self, user_ids: list[str], now: datetime, dry_run: bool) -> SweepCounts:
         return await self._shard.sweep_users(user_ids, now, dry_run)

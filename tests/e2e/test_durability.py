@@ -36,6 +36,8 @@ def test_killed_shard_loses_and_duplicates_nothing(engram_app: RunningApp) -> No
                 for fact in FACTS
             ]
             answers = await asyncio.gather(*(http.post("/memory/v1/add", json=b) for _, b in bodies))
+        refused = [a.json() for a in answers if a.status_code != 200 or a.json()["code"] != 0]
+        assert not refused, f"{len(refused)} adds refused, first: {refused[0]}"
         return [(u, a.json()["data"]["task_id"]) for (u, _), a in zip(bodies, answers, strict=True)]
 
     accepted = asyncio.run(accept_all())

@@ -22,10 +22,22 @@ def _extraction_handle(app: RunningApp):  # type: ignore[no-untyped-def]
     return serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=app.settings.serve.app_name)
 
 
+def _drain_shards(app: RunningApp) -> None:
+    """Wait until no shard has queued writes: earlier tests' tasks would call extraction too."""
+    import ray
+
+    from models.rules.sharding import shard_name
+
+    for index in range(app.settings.serve.shard_count):
+        shard = ray.get_actor(shard_name(app.settings.serve.app_name, index), namespace="serve")
+        ray.get(shard.drain.remote())
+
+
 def test_concurrent_requests_are_answered_in_batches(engram_app: RunningApp) -> None:
     from actors.engines.base import ChatMessage, StructuredRequest
     from actors.tasks import EXTRACT_TASK, ExtractionOutput
 
+    _drain_shards(engram_app)
     handle = _extraction_handle(engram_app)
     before = handle.batch_sizes.remote().result()
     texts = [f"I play chess on Tuesdays with friend {n}." for n in range(64)]
