@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from actors.mailbox import MailboxClosedError, MailboxHost
 from actors.memory_service import MemoryService
+from actors.task_recorder import TaskRecorder
 from models.api import (
     AddRequest,
     AddStructuredRequest,
@@ -66,6 +67,8 @@ class WritePath:
         self._resume_page = resume_page
         # Task kinds added by other layers (export): the handler runs on the mailbox and finishes the task.
         self.handlers: dict[str, Callable[[WriteTask], Awaitable[None]]] = {}
+        # Accepted tasks are committed in groups (an acknowledgement still waits for its commit).
+        self.recorder = TaskRecorder(service.metadata.transaction)
         # The ids the last ``resume`` queued (the first RESUMED_IDS_KEPT): what a crash left unfinished.
         self.resumed_task_ids: list[str] = []
 
@@ -112,8 +115,7 @@ class WritePath:
             created_at=now,
             updated_at=now,
         )
-        async with self.service.metadata.transaction() as tx:
-            await tx.insert_task(task)
+        await self.recorder.record(task)
         return task.task_id
 
     # --- processing (always on the task's user mailbox) ---------------------------------------
@@ -238,11 +240,13 @@ class WritePath:
 
     async def drain(self) -> None:
         """Wait until every queued write and the service's background bookkeeping have finished."""
+        await self.recorder.idle()
         await self.host.drain()
         await self.service.drain()
 
     async def close(self) -> None:
         """Finish queued work and stop the mailboxes (the service's stores stay open)."""
+        await self.recorder.idle()
         await self.host.close()
         await self.service.drain()
 

@@ -180,6 +180,7 @@ def _bench_fuzz(args: argparse.Namespace) -> int:
     # Like the load test, the fuzzer sits above the service: run as its own program.
     command = [sys.executable, "-m", "loadtest.fuzz", "--max-examples", str(args.max_examples)]
     command += ["--url", args.url] if args.url else []
+    command += ["--scenarios", str(args.scenarios)] if args.scenarios else []
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
 
@@ -286,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     benches = bench.add_subparsers(dest="bench", required=True)
     fuzz = benches.add_parser("fuzz", help="fuzz the HTTP contract (schemathesis); one JSON report")
     fuzz.add_argument("--max-examples", type=_positive_int, default=100, help="requests per operation")
+    fuzz.add_argument(
+        "--scenarios", type=_positive_int, help="linked call sequences (default: --max-examples)"
+    )
     fuzz.add_argument("--url", help="an Engram app already running (default: start one)")
     fuzz.set_defaults(func=_bench_fuzz)
     keys = commands.add_parser("keys", help="manage the master key")

@@ -179,7 +179,11 @@ class ShardActor(ForwardPrivacyHelpers):
         """Counts of the write path, and the ids of the tasks this incarnation resumed at start
         (crash tests prove with them that the crash landed while tasks were unfinished)."""
         write_path = (await self._shard.backend()).write_path
-        return {**write_path.host.stats(), "resumed_task_ids": list(write_path.resumed_task_ids)}
+        return {
+            **write_path.host.stats(),
+            **write_path.recorder.stats(),
+            "resumed_task_ids": list(write_path.resumed_task_ids),
+        }
 
     def reconfigure(self, overrides: dict[str, Any]) -> None:
         self._shard.reconfigure(overrides)
