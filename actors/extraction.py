@@ -11,15 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from actors import statements
-from actors.engines.base import Engine, EngineError, StructuredRequest, generate_with_retry
-from actors.lexical import tokenize
-from actors.prompts import extraction_messages
-from actors.tasks import EXTRACT_TASK, ExtractedFact, ExtractionOutput, FactKind
-from models.api import AddRequest, Message
-from models.enums import MemType, Ownership, Role
-from models.errors import EngramError, ErrorCode
-from models.settings import ExtractionSettings
+from engram.actors import statements
+from engram.actors.engines.base import Engine, EngineError, StructuredRequest, generate_with_retry
+from engram.actors.lexical import tokenize
+from engram.actors.prompts import extraction_messages
+from engram.actors.tasks import EXTRACT_TASK, ExtractedFact, ExtractionOutput, FactKind
+from engram.models.api import AddRequest, Message
+from engram.models.enums import MemType, Ownership, Role
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.settings import ExtractionSettings
 
 _ROLE_OF = {Ownership.USER: Role.USER, Ownership.AGENT: Role.ASSISTANT}
 _TYPE_OF: dict[FactKind, MemType] = {

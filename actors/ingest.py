@@ -14,24 +14,24 @@ from datetime import datetime
 
 import numpy as np
 
-from actors import statements
-from actors.engines.base import Engine
-from actors.evolution import Evolver, Existing, Plan
-from actors.extraction import Fact, extract_facts
-from actors.snapshot import SnapshotCache
-from models.api import AddRequest, Decision
-from models.domain import Memory
-from models.enums import Level, OpSource, OpType, Status, TaskStatus
-from models.errors import EngramError, ErrorCode
-from models.hashing import content_hash
-from models.rules.capacity import counter_deltas
-from models.rules.decay import merged_weight, type_initial_weight, weight_now
-from models.rules.records import new_memory, placement
-from models.settings import Settings
-from storage.admission import admit
-from storage.embedders import Embedder
-from storage.metadata import MetadataStore, MetadataTx
-from storage.vectors import VectorRecord, VectorStore, vector_record
+from engram.actors import statements
+from engram.actors.engines.base import Engine
+from engram.actors.evolution import Evolver, Existing, Plan
+from engram.actors.extraction import Fact, extract_facts
+from engram.actors.snapshot import SnapshotCache
+from engram.models.api import AddRequest, Decision
+from engram.models.domain import Memory
+from engram.models.enums import Level, OpSource, OpType, Status, TaskStatus
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.hashing import content_hash
+from engram.models.rules.capacity import counter_deltas
+from engram.models.rules.decay import merged_weight, type_initial_weight, weight_now
+from engram.models.rules.records import new_memory, placement
+from engram.models.settings import Settings
+from engram.storage.admission import admit
+from engram.storage.embedders import Embedder
+from engram.storage.metadata import MetadataStore, MetadataTx
+from engram.storage.vectors import VectorRecord, VectorStore, vector_record
 
 
 class _AlreadyFinishedError(Exception):

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from models.api import RecallRequest
-from models.domain import GLOBAL_APP, Memory
-from models.enums import Level, Status
-from models.errors import EngramError, ErrorCode
-from storage.vectors import VectorScope
+from engram.models.api import RecallRequest
+from engram.models.domain import GLOBAL_APP, Memory
+from engram.models.enums import Level, Status
+from engram.models.errors import EngramError, ErrorCode
+from engram.storage.vectors import VectorScope
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,14 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from actors import statements
-from actors.engines.base import Engine
-from actors.engines.factory import engine_from_settings
-from actors.ingest import Ingestor
-from actors.recall import Recaller
-from actors.snapshot import VectorSource
-from actors.views import change_view, memory_view
-from models.api import (
+from engram.actors import statements
+from engram.actors.engines.base import Engine
+from engram.actors.engines.factory import engine_from_settings
+from engram.actors.ingest import Ingestor
+from engram.actors.recall import Recaller
+from engram.actors.snapshot import VectorSource
+from engram.actors.views import change_view, memory_view
+from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
     BatchDeleteRequest,
@@ -38,19 +38,19 @@ from models.api import (
     RecallResponse,
     UpdateRequest,
 )
-from models.domain import Memory, utcnow
-from models.enums import OpSource, OpType, Status
-from models.errors import EngramError, ErrorCode
-from models.hashing import content_hash
-from models.rules import capacity
-from models.rules.capacity import counter_deltas
-from models.rules.decay import recovered_weight, type_initial_weight, weight_now
-from models.rules.records import new_memory, placement
-from models.settings import Settings
-from storage.admission import admit, check_important_mark
-from storage.embedders import Embedder
-from storage.metadata import MetadataStore
-from storage.vectors import VectorStore, vector_record
+from engram.models.domain import Memory, utcnow
+from engram.models.enums import OpSource, OpType, Status
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.hashing import content_hash
+from engram.models.rules import capacity
+from engram.models.rules.capacity import counter_deltas
+from engram.models.rules.decay import recovered_weight, type_initial_weight, weight_now
+from engram.models.rules.records import new_memory, placement
+from engram.models.settings import Settings
+from engram.storage.admission import admit, check_important_mark
+from engram.storage.embedders import Embedder
+from engram.storage.metadata import MetadataStore
+from engram.storage.vectors import VectorStore, vector_record
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any, Protocol
 
-from actors.export_files import SealedLineWriter, export_path, read_plain, remove_exports
-from actors.export_import import (
+from engram.actors.export_files import SealedLineWriter, export_path, read_plain, remove_exports
+from engram.actors.export_import import (
     Step,
     decode_vector,
     exported,
@@ -27,18 +27,18 @@ from actors.export_import import (
     to_changes,
     to_memory,
 )
-from actors.memory_service import MemoryService
-from actors.views import memory_view
-from models.api import UserImportRequest, UserListRequest, UserPurgeRequest, UserSwitchRequest
-from models.domain import GLOBAL_APP, WriteTask
-from models.enums import OpSource, OpType, Status, TaskStatus
-from models.errors import EngramError, ErrorCode
-from models.hashing import content_hash
-from models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
-from models.rules import capacity
-from storage import privacy_queries as q
-from storage.metadata import MetadataTx
-from storage.vectors import vector_record
+from engram.actors.memory_service import MemoryService
+from engram.actors.views import memory_view
+from engram.models.api import UserImportRequest, UserListRequest, UserPurgeRequest, UserSwitchRequest
+from engram.models.domain import GLOBAL_APP, WriteTask
+from engram.models.enums import OpSource, OpType, Status, TaskStatus
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.hashing import content_hash
+from engram.models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
+from engram.models.rules import capacity
+from engram.storage import privacy_queries as q
+from engram.storage.metadata import MetadataTx
+from engram.storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
 

@@ -14,19 +14,19 @@ from datetime import datetime
 
 import numpy as np
 
-from actors import isolation
-from actors.lexical import Bm25Index, fuse, tokenize
-from actors.snapshot import SnapshotCache, UserSnapshot, VectorSource
-from actors.views import recalled_memory
-from models.api import RecallRequest, RecallResponse
-from models.domain import Memory
-from models.errors import EngramError, ErrorCode
-from models.rules import ranking
-from models.rules.decay import weight_now
-from models.settings import RecallSettings, Settings
-from storage.embedders import Embedder
-from storage.metadata import MetadataStore
-from storage.quick_reads import open_quick_reader
+from engram.actors import isolation
+from engram.actors.lexical import Bm25Index, fuse, tokenize
+from engram.actors.snapshot import SnapshotCache, UserSnapshot, VectorSource
+from engram.actors.views import recalled_memory
+from engram.models.api import RecallRequest, RecallResponse
+from engram.models.domain import Memory
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.rules import ranking
+from engram.models.rules.decay import weight_now
+from engram.models.settings import RecallSettings, Settings
+from engram.storage.embedders import Embedder
+from engram.storage.metadata import MetadataStore
+from engram.storage.quick_reads import open_quick_reader
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,20 +17,20 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
-from actors import statements
-from actors.memory_service import MemoryService
-from actors.session_value import EngineValuer, Valuer, deterministic_value
-from models.api import MAX_CONTENT_CHARS, SessionCloseRequest, SessionCloseResult
-from models.domain import GLOBAL_APP, Memory
-from models.enums import Level, MemType, OpSource, OpType, Ownership, Status
-from models.errors import EngramError, ErrorCode
-from models.hashing import content_hash
-from models.rules import capacity
-from models.rules.capacity import counter_deltas
-from models.rules.records import new_memory
-from storage.admission import admit, make_room
-from storage.metadata import MetadataTx
-from storage.vectors import VectorRecord, vector_record
+from engram.actors import statements
+from engram.actors.memory_service import MemoryService
+from engram.actors.session_value import EngineValuer, Valuer, deterministic_value
+from engram.models.api import MAX_CONTENT_CHARS, SessionCloseRequest, SessionCloseResult
+from engram.models.domain import GLOBAL_APP, Memory
+from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.hashing import content_hash
+from engram.models.rules import capacity
+from engram.models.rules.capacity import counter_deltas
+from engram.models.rules.records import new_memory
+from engram.storage.admission import admit, make_room
+from engram.storage.metadata import MetadataTx
+from engram.storage.vectors import VectorRecord, vector_record
 
 CONTINUITY_TAG = "continuity"
 

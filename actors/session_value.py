@@ -14,11 +14,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
-from actors.engines.base import Engine, EngineError, StructuredRequest, generate_with_retry
-from actors.prompts import session_value_messages
-from actors.tasks import VALUE_SESSION_TASK, SessionValuation
-from models.domain import Memory
-from models.settings import EvolutionSettings
+from engram.actors.engines.base import Engine, EngineError, StructuredRequest, generate_with_retry
+from engram.actors.prompts import session_value_messages
+from engram.actors.tasks import VALUE_SESSION_TASK, SessionValuation
+from engram.models.domain import Memory
+from engram.models.settings import EvolutionSettings
 
 log = logging.getLogger(__name__)
 

@@ -18,13 +18,13 @@ from typing import Protocol
 
 import numpy as np
 
-from actors.lexical import Bm25Index, tokenize
-from models.domain import Memory
-from models.enums import Status
-from storage import vector_copies
-from storage.embedders import Embedder
-from storage.metadata import MetadataStore, RecallBookkeeping
-from storage.quick_reads import QuickReader
+from engram.actors.lexical import Bm25Index, tokenize
+from engram.models.domain import Memory
+from engram.models.enums import Status
+from engram.storage import vector_copies
+from engram.storage.embedders import Embedder
+from engram.storage.metadata import MetadataStore, RecallBookkeeping
+from engram.storage.quick_reads import QuickReader
 
 
 class VectorSource(Protocol):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from models.api import RecallRequest, RecallScope
-from models.domain import GLOBAL_APP
-from models.errors import EngramError, ErrorCode
+from engram.models.api import RecallRequest, RecallScope
+from engram.models.domain import GLOBAL_APP
+from engram.models.errors import EngramError, ErrorCode
 
 Switches = Mapping[str, bool]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from models.domain import WriteTask
+from engram.models.domain import WriteTask
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from models.api import ChangeView, MemoryView, RecalledMemory
-from models.domain import ChangeLogEntry, Memory
+from engram.models.api import ChangeView, MemoryView, RecalledMemory
+from engram.models.domain import ChangeLogEntry, Memory
 
 SHREDDED = ""
 """What callers see in place of content whose data key was destroyed."""

@@ -22,10 +22,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from actors.mailbox import MailboxClosedError, MailboxHost
-from actors.memory_service import MemoryService
-from actors.task_recorder import TaskRecorder
-from models.api import (
+from engram.actors.mailbox import MailboxClosedError, MailboxHost
+from engram.actors.memory_service import MemoryService
+from engram.actors.task_recorder import TaskRecorder
+from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
     BatchDeleteRequest,
@@ -38,10 +38,10 @@ from models.api import (
     TaskView,
     UpdateRequest,
 )
-from models.domain import WriteTask
-from models.enums import TaskStatus
-from models.errors import EngramError, ErrorCode
-from models.ids import new_id
+from engram.models.domain import WriteTask
+from engram.models.enums import TaskStatus
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.ids import new_id
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from models.settings import Settings
-from storage.crypto import ContentCipher
+from engram.models.settings import Settings
+from engram.storage.crypto import ContentCipher
 
 
 class ObjectStore(Protocol):

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 import numpy as np
 from sqlalchemy import and_, select
 
-from lifecycle.archive import ColdArchive
-from models.enums import Status
-from storage.metadata import MetadataStore
-from storage.schema import memories
-from storage.vectors import VectorStore
+from engram.lifecycle.archive import ColdArchive
+from engram.models.enums import Status
+from engram.storage.metadata import MetadataStore
+from engram.storage.schema import memories
+from engram.storage.vectors import VectorStore
 
 
 class ArchiveBackedVectors:

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lifecycle.archive import ColdArchive
-from models.domain import Memory
-from models.settings import Settings
-from storage.embedders import Embedder
-from storage.metadata import MetadataStore
-from storage.vectors import VectorStore
+from engram.lifecycle.archive import ColdArchive
+from engram.models.domain import Memory
+from engram.models.settings import Settings
+from engram.storage.embedders import Embedder
+from engram.storage.metadata import MetadataStore
+from engram.storage.vectors import VectorStore
 
 
 @dataclass

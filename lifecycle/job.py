@@ -8,7 +8,7 @@ the driver reports each partition as it finishes. Rerunning an interrupted job i
 is conditioned on the state it was decided from (``lifecycle.sweeps``).
 
 The shards are the app's (``serve``, a layer above): the caller passes ``prepare``, which makes
-sure they run. Entry points, all in ``serve``: ``python -m serve.sweep_job [--dry-run]`` (``ray job
+sure they run. Entry points, all in ``serve``: ``python -m engram.serve.sweep_job [--dry-run]`` (``ray job
 submit``, the RayCronJob in ``cluster/``), ``engram sweep``, and the in-app scheduler.
 """
 
@@ -26,11 +26,11 @@ from typing import Any
 
 import ray
 
-from lifecycle.plan import SweepCounts
-from lifecycle.queries import user_ids_page
-from models.domain import utcnow
-from models.settings import Settings
-from storage.database import create_engine
+from engram.lifecycle.plan import SweepCounts
+from engram.lifecycle.queries import user_ids_page
+from engram.models.domain import utcnow
+from engram.models.settings import Settings
+from engram.storage.database import create_engine
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def sweep_partition_body(
 ) -> PartitionReport:
     """One task's work: its users grouped by owning shard, in batches; ``call(shard, batch)`` sweeps."""
     # The shards live in ``serve``; the job drives them, so it names them the way the app does.
-    from models.rules.sharding import shard_of
+    from engram.models.rules.sharding import shard_of
 
     started = time.perf_counter()
     total = SweepCounts()
@@ -148,7 +148,7 @@ def sweep_partition(
     index: int, user_ids: list[str], now: datetime, dry_run: bool, settings: Settings
 ) -> PartitionReport:
     """The Ray task of one partition (retried by Ray if its worker dies: the sweep is idempotent)."""
-    from models.rules.sharding import shard_name
+    from engram.models.rules.sharding import shard_name
 
     logging.basicConfig(level=logging.INFO)
     handles: dict[int, Any] = {}

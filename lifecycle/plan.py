@@ -11,9 +11,9 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from models.enums import Status
-from models.rules.decay import weight_now
-from models.settings import Settings
+from engram.models.enums import Status
+from engram.models.rules.decay import weight_now
+from engram.models.settings import Settings
 
 # Weights are floats: a memory that reaches the threshold exactly on its day (0.80 at day 90) must
 # not be archived by rounding noise a day early.

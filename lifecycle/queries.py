@@ -12,11 +12,11 @@ from datetime import datetime
 from sqlalchemy import and_, bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from lifecycle.plan import SweepRow
-from models.enums import Status
-from storage.crypto import ContentCipher
-from storage.metadata import open_labels
-from storage.schema import change_log, memories
+from engram.lifecycle.plan import SweepRow
+from engram.models.enums import Status
+from engram.storage.crypto import ContentCipher
+from engram.storage.metadata import open_labels
+from engram.storage.schema import change_log, memories
 
 SWEPT = (Status.ACTIVE, Status.ARCHIVED, Status.DELETED)
 

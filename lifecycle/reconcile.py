@@ -11,13 +11,13 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 
-from lifecycle.archive import ArchivedItem
-from lifecycle.context import LifecycleStores, vectors_for
-from lifecycle.plan import SweepCounts
-from lifecycle.queries import statuses
-from models.enums import Status
-from models.rules import capacity
-from storage.vectors import vector_record
+from engram.lifecycle.archive import ArchivedItem
+from engram.lifecycle.context import LifecycleStores, vectors_for
+from engram.lifecycle.plan import SweepCounts
+from engram.lifecycle.queries import statuses
+from engram.models.enums import Status
+from engram.models.rules import capacity
+from engram.storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
 

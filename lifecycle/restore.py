@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from lifecycle.context import LifecycleStores, vectors_for
-from models.domain import Memory
-from models.enums import OpSource, OpType, Status
-from models.errors import EngramError, ErrorCode
-from models.rules.capacity import counter_deltas
-from models.rules.decay import type_initial_weight
-from storage.admission import make_room
-from storage.vectors import vector_record
+from engram.lifecycle.context import LifecycleStores, vectors_for
+from engram.models.domain import Memory
+from engram.models.enums import OpSource, OpType, Status
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.rules.capacity import counter_deltas
+from engram.models.rules.decay import type_initial_weight
+from engram.storage.admission import make_room
+from engram.storage.vectors import vector_record
 
 
 async def restore_memory(

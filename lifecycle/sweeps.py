@@ -17,15 +17,15 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import TypeVar
 
-from lifecycle.archive import ArchivedItem
-from lifecycle.context import LifecycleStores, vectors_for
-from lifecycle.plan import Action, SweepCounts, Verdict, count, decide
-from lifecycle.queries import archive_active, delete_rows, sanitize_changes, store_weights, sweep_rows
-from lifecycle.reconcile import reconcile_user
-from models.domain import Memory
-from models.enums import OpSource, OpType, Status
-from models.rules.capacity import counter_deltas
-from storage.metadata import MetadataTx
+from engram.lifecycle.archive import ArchivedItem
+from engram.lifecycle.context import LifecycleStores, vectors_for
+from engram.lifecycle.plan import Action, SweepCounts, Verdict, count, decide
+from engram.lifecycle.queries import archive_active, delete_rows, sanitize_changes, store_weights, sweep_rows
+from engram.lifecycle.reconcile import reconcile_user
+from engram.models.domain import Memory
+from engram.models.enums import OpSource, OpType, Status
+from engram.models.rules.capacity import counter_deltas
+from engram.storage.metadata import MetadataTx
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The lexical index at the size of a full user (2,000 short memories): build and query times.
 
-    python -m loadtest.bench_lexical
+    python -m engram.loadtest.bench_lexical
 
 Prints one JSON line: median build and query milliseconds over repeated runs, beside the cost of
 an exact cosine search over the same number of 512-d vectors (the semantic half of recall), and
@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from actors.lexical import Bm25Index
+from engram.actors.lexical import Bm25Index
 
 
 def _median_ms(fn: Callable[[], object], repeat: int) -> float:

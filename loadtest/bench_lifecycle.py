@@ -1,4 +1,4 @@
-"""Benchmark of the sweep job: ``python -m loadtest.bench_lifecycle --users 100 --memories 1000``.
+"""Benchmark of the sweep job: ``python -m engram.loadtest.bench_lifecycle --users 100 --memories 1000``.
 
 Seeds N users x M memories straight into fresh stores (ages spread over 120 days, some expired,
 some deleted 40 days ago), then runs the Ray job twice as of one moment and prints one JSON line:
@@ -24,16 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
-from lifecycle.job import run_job
-from models.domain import Memory, utcnow
-from models.enums import Level, MemType, OpSource, OpType, Ownership, Status
-from models.hashing import content_hash
-from models.rules.capacity import counter_deltas
-from models.rules.records import new_memory
-from models.settings import Settings
-from serve.sweep_job import ensure_shards
-from storage.stores import open_stores
-from storage.vectors import vector_record
+from engram.lifecycle.job import run_job
+from engram.models.domain import Memory, utcnow
+from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status
+from engram.models.hashing import content_hash
+from engram.models.rules.capacity import counter_deltas
+from engram.models.rules.records import new_memory
+from engram.models.settings import Settings
+from engram.serve.sweep_job import ensure_shards
+from engram.storage.stores import open_stores
+from engram.storage.vectors import vector_record
 
 _VECTOR_BATCH = 1000
 
@@ -100,7 +100,7 @@ def _seed_sync(settings: Settings, users: int, per_user: int, now: datetime) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Seed, run the job twice, print the figures as one JSON line."""
-    parser = argparse.ArgumentParser(prog="loadtest.bench_lifecycle")
+    parser = argparse.ArgumentParser(prog="engram.loadtest.bench_lifecycle")
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--memories", type=int, default=1000, help="memories per user")
     parser.add_argument("--partitions", type=int, default=4, help="parallel Ray tasks")

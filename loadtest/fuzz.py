@@ -19,7 +19,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import schemathesis
@@ -45,9 +45,16 @@ class FuzzReport:
 
     def as_dict(self) -> dict[str, Any]:
         """The report as plain JSON-ready data."""
-        data = asdict(self)
-        data["statuses"] = {str(k): v for k, v in sorted(self.statuses.items())}
-        return data
+        # Not dataclasses.asdict: it rebuilds a Counter from (key, count) pairs, counting the pairs.
+        return {
+            "requests": self.requests,
+            "operations": self.operations,
+            "by_operation": dict(self.by_operation),
+            "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
+            "failures": self.failures,
+            "linked_steps": dict(self.linked_steps),
+            "linked_ok": dict(self.linked_ok),
+        }
 
     def check(self, name: str, response: Any) -> None:
         """Count one answer; AssertionError when it is a server error."""
@@ -141,7 +148,7 @@ def _fuzz_operation(operation: Any, name: str, max_examples: int, report: FuzzRe
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m loadtest.fuzz`` (``engram bench fuzz``): 0 when no request failed a check."""
+    """``python -m engram.loadtest.fuzz`` (``engram bench fuzz``): 0 when no request failed a check."""
     parser = argparse.ArgumentParser(prog="engram bench fuzz", description=__doc__.splitlines()[0])
     parser.add_argument("--max-examples", type=int, default=100, help="generated requests per operation")
     parser.add_argument("--scenarios", type=int, help="linked call sequences (default: --max-examples)")
@@ -150,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started: tuple[str, Any] | None = None
     url = args.url
     if url is None:
-        from loadtest.run import _start_app
+        from engram.loadtest.run import _start_app
 
         started = _start_app(1, 1, None)
         url = started[0]
@@ -158,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = fuzz(url, args.max_examples, args.scenarios)
     finally:
         if started is not None:
-            from loadtest.run import _stop_app
+            from engram.loadtest.run import _stop_app
 
             _stop_app(started[1])
     print(json.dumps(report.as_dict()))

@@ -17,7 +17,7 @@ import gevent
 from locust import HttpUser, events, task
 from locust.env import Environment
 
-from loadtest.arrivals import PoissonPacing
+from engram.loadtest.arrivals import PoissonPacing
 
 # Where the final figures go (``engram loadtest`` reads them): locust's CSV is rewritten once a
 # second and its last version misses the requests of the run's last moments.

@@ -5,7 +5,7 @@ past its grace leaves them), starts ``engram serve``, waits until it listens and
 is DONE (resumed at start, so extraction is asked for while the app is still coming up), then
 stops it with SIGINT and checks that it exits 0. One JSON line per run, a summary line last:
 
-    python -m loadtest.restarts --runs 30 --data-dir /tmp/engram-restarts
+    python -m engram.loadtest.restarts --runs 30 --data-dir /tmp/engram-restarts
 """
 
 from __future__ import annotations
@@ -28,16 +28,16 @@ from pathlib import Path
 import httpx
 import yaml
 
-from actors.write_path import KIND_ADD
-from models.api import AddRequest
-from models.domain import WriteTask, utcnow
-from models.enums import TaskStatus
-from models.ids import new_id
-from models.settings import Settings
-from storage.database import create_engine
-from storage.keyring import keyring_for
-from storage.metadata import MetadataStore
-from storage.migrate import upgrade
+from engram.actors.write_path import KIND_ADD
+from engram.models.api import AddRequest
+from engram.models.domain import WriteTask, utcnow
+from engram.models.enums import TaskStatus
+from engram.models.ids import new_id
+from engram.models.settings import Settings
+from engram.storage.database import create_engine
+from engram.storage.keyring import keyring_for
+from engram.storage.metadata import MetadataStore
+from engram.storage.migrate import upgrade
 
 
 async def seed_pending_tasks(settings: Settings, user_ids: Sequence[str], per_user: int) -> list[str]:
@@ -160,7 +160,7 @@ def one_run(run: int, config: Path, settings: Settings, tasks_per_run: int, limi
     env = dict(os.environ, ENGRAM_CONFIG=str(config), PYTHONUNBUFFERED="1")
     began = time.monotonic()
     process = subprocess.Popen(  # noqa: S603 - our own command line
-        [sys.executable, "-m", "serve.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "engram.serve.cli", "serve", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from models.settings import Settings
+from engram.models.settings import Settings
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 SEED_MARKER = "engram-seed.json"
@@ -109,7 +109,7 @@ def seeded_copy(users: int, memories: int, cache: Path | None) -> Path:
 def _seed(data_dir: Path, users: int, memories: int) -> None:
     print(f"seeding {users} users x {memories} memories into {data_dir} ...", file=sys.stderr, flush=True)
     subprocess.run(  # noqa: S603 - our own module, fixed arguments
-        [sys.executable, "-m", "loadtest.seed", str(data_dir), str(users), str(memories)],
+        [sys.executable, "-m", "engram.loadtest.seed", str(data_dir), str(users), str(memories)],
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -120,7 +120,7 @@ def _start_app(users: int, memories: int, seed_cache: Path | None) -> tuple[str,
     import ray
     from ray import serve
 
-    from serve.app import deploy
+    from engram.serve.app import deploy
 
     data_dir = seeded_copy(users, memories, seed_cache)
     settings = Settings(
@@ -141,7 +141,7 @@ def _wait_for_warm_snapshots(settings: Settings, limit_s: float = 600.0) -> None
     """Offer load once the recall replica has warmed its snapshots (steady state, not cold start)."""
     from ray import serve
 
-    from serve.app import RecallDeployment, recall_app_name
+    from engram.serve.app import RecallDeployment, recall_app_name
 
     handle = serve.get_deployment_handle(RecallDeployment.name, app_name=recall_app_name(settings))  # type: ignore[attr-defined]
     deadline = time.monotonic() + limit_s
@@ -162,7 +162,7 @@ def _stop_app(data_dir: Path) -> None:
     import ray
     from ray import serve
 
-    from models.rules.sharding import shard_name
+    from engram.models.rules.sharding import shard_name
 
     serve.shutdown()  # type: ignore[no-untyped-call]
     with contextlib.suppress(ValueError):  # already gone
@@ -202,7 +202,7 @@ def _locust(url: str, users: int, recall_rps: float, duration_s: int) -> dict[st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m loadtest.run`` (what ``engram loadtest`` runs): one load test, its figures as JSON."""
+    """``python -m engram.loadtest.run`` (``engram loadtest``): one load test, its figures as JSON."""
     parser = argparse.ArgumentParser(prog="engram loadtest", description=run.__doc__)
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--memories", type=int, default=100)

@@ -12,14 +12,14 @@ import sys
 from collections import Counter
 from datetime import timedelta
 
-from models.domain import utcnow
-from models.enums import Level, MemType, OpSource, OpType, Ownership
-from models.hashing import content_hash
-from models.rules.capacity import counter_deltas
-from models.rules.records import new_memory
-from models.settings import Settings
-from storage.stores import open_stores
-from storage.vectors import vector_record
+from engram.models.domain import utcnow
+from engram.models.enums import Level, MemType, OpSource, OpType, Ownership
+from engram.models.hashing import content_hash
+from engram.models.rules.capacity import counter_deltas
+from engram.models.rules.records import new_memory
+from engram.models.settings import Settings
+from engram.storage.stores import open_stores
+from engram.storage.vectors import vector_record
 
 _SUBJECTS = [
     "pizza",
@@ -108,7 +108,7 @@ async def seed(settings: Settings, users: int, memories: int, *, progress: bool 
 
 
 def main() -> None:
-    """``python -m loadtest.seed DATA_DIR USERS MEMORIES``: seed in a process of its own.
+    """``python -m engram.loadtest.seed DATA_DIR USERS MEMORIES``: seed in a process of its own.
 
     milvus-lite keeps its file lock for the life of the process that opened it, so seeding must not
     happen in the process that later starts the app.

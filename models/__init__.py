@@ -1,9 +1,9 @@
 """Engram's data model: domain records, API models, error codes and Settings. No I/O here."""
 
-from models.domain import GLOBAL_APP, ChangeLogEntry, Memory, WriteTask, utcnow
-from models.enums import Level, MemType, OpSource, OpType, Ownership, Role, Status, TaskStatus
-from models.errors import EngramError, ErrorCode
-from models.settings import Settings, load_settings
+from engram.models.domain import GLOBAL_APP, ChangeLogEntry, Memory, WriteTask, utcnow
+from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Role, Status, TaskStatus
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.settings import Settings, load_settings
 
 __all__ = [
     "GLOBAL_APP",

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from models.enums import Level, MemType, OpSource, OpType, Ownership, Role, Status, TaskStatus
-from models.ids import Identifier, MemoryId
+from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Role, Status, TaskStatus
+from engram.models.ids import Identifier, MemoryId
 
 MAX_MESSAGES = 200
 MAX_CONTENT_CHARS = 16_000

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from models.enums import Level, MemType, OpSource, OpType, Ownership, Status, TaskStatus
+from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status, TaskStatus
 
 
 def utcnow() -> datetime:

@@ -9,9 +9,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.api import MemoryView
-from models.enums import Level, MemType, OpSource, OpType, Ownership, Status
-from models.ids import Identifier, MemoryId
+from engram.models.api import MemoryView
+from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status
+from engram.models.ids import Identifier, MemoryId
 
 
 class UserListPage(BaseModel):

@@ -20,7 +20,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from models.enums import MemType, Ownership
+from engram.models.enums import MemType, Ownership
 
 CONFIG_ENV_VAR = "ENGRAM_CONFIG"
 
@@ -164,6 +164,8 @@ class ServeSettings(BaseModel):
     # On stop, a shard finishes its queued writes for up to this long; what is left stays durable
     # and resumes on the next start.
     stop_grace_s: float = Field(30.0, ge=0)
+    # Engram's memory tools for agents over MCP (streamable HTTP at /mcp on the ingress).
+    mcp: bool = True
 
 
 class ArchiveSettings(BaseModel):

@@ -1,4 +1,4 @@
-"""Renders docs/api.md from the application's OpenAPI document: ``python -m serve.api_docs``."""
+"""Renders docs/api.md from the application's OpenAPI document: ``python -m engram.serve.api_docs``."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import json
 import sys
 from typing import Any
 
-from models.errors import ErrorCode
-from serve.http_app import build_http_app
+from engram.models.errors import ErrorCode
+from engram.serve.http_app import build_http_app
 
 HEADER = """# HTTP API
 
-Generated from the OpenAPI document by `python -m serve.api_docs > docs/api.md`
+Generated from the OpenAPI document by `python -m engram.serve.api_docs > docs/api.md`
 (tests/unit/test_api_docs.py fails when it is out of date). The live document is served at
 `/openapi.json`, with an explorer at `/docs`.
 

@@ -26,30 +26,30 @@ from ray.actor import ActorHandle
 from ray.serve import Application
 from ray.serve.handle import DeploymentHandle
 
-from actors.hit_buffer import HitBuffer, RecallHits
-from actors.recall import Recaller
-from models.api import RecallRequest, RecallResponse
-from models.domain import utcnow
-from models.errors import EngramError, ErrorCode
-from models.rules.sharding import shard_name, shard_of
-from models.settings import Settings, load_settings
-from serve.auth import Authenticator, startup_notice
-from serve.backend import EngramBackend
-from serve.extraction import ExtractionDeployment
-from serve.gate import GatedBackend, SwitchReader
-from serve.handle_lookup import LazyDeploymentHandle
-from serve.http_app import RECALL_PATH, build_http_app
-from serve.operations import Operation, Operations, forward_operations
-from serve.privacy_backend import ForwardPrivacyHelpers
-from serve.rate_limit import RateLimitedBackend, RateLimiter
-from serve.ray_backend import RayBackend
-from serve.settings_update import apply_overrides
-from serve.shard import ShardActor
-from serve.sweep_scheduler import start_scheduler
-from storage.database import create_engine
-from storage.embedders import build_embedder
-from storage.keyring import keyring_for
-from storage.metadata import MetadataStore
+from engram.actors.hit_buffer import HitBuffer, RecallHits
+from engram.actors.recall import Recaller
+from engram.models.api import RecallRequest, RecallResponse
+from engram.models.domain import utcnow
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.rules.sharding import shard_name, shard_of
+from engram.models.settings import Settings, load_settings
+from engram.serve.auth import Authenticator, startup_notice
+from engram.serve.backend import EngramBackend
+from engram.serve.extraction import ExtractionDeployment
+from engram.serve.gate import GatedBackend, SwitchReader
+from engram.serve.handle_lookup import LazyDeploymentHandle
+from engram.serve.http_app import RECALL_PATH, build_http_app
+from engram.serve.operations import Operation, Operations, forward_operations
+from engram.serve.privacy_backend import ForwardPrivacyHelpers
+from engram.serve.rate_limit import RateLimitedBackend, RateLimiter
+from engram.serve.ray_backend import RayBackend
+from engram.serve.settings_update import apply_overrides
+from engram.serve.shard import ShardActor
+from engram.serve.sweep_scheduler import start_scheduler
+from engram.storage.database import create_engine
+from engram.storage.embedders import build_embedder
+from engram.storage.keyring import keyring_for
+from engram.storage.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +256,7 @@ class Ingress(ForwardPrivacyHelpers):
             lambda: self._backend,
             auth=lambda: self._authenticator,
             max_body_bytes=self.settings.limits.max_request_bytes,
+            mcp=self.settings.serve.mcp,
         )
 
     async def operation_backend(self) -> EngramBackend:

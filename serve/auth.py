@@ -24,10 +24,10 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from models.errors import EngramError, ErrorCode
-from models.settings import AuthSettings
-from serve.envelope import envelope
-from serve.operations import ACCESS_BY_PATH, Access
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.settings import AuthSettings
+from engram.serve.envelope import envelope
+from engram.serve.operations import ACCESS_BY_PATH, Access
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from serve.operations import Backend
-from serve.privacy_backend import PrivacyHelpers
+from engram.serve.operations import Backend
+from engram.serve.privacy_backend import PrivacyHelpers
 
 
 class EngramBackend(Backend, PrivacyHelpers, Protocol):

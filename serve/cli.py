@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -16,9 +17,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from models.settings import Settings, load_settings
-from storage.database import create_engine
-from storage.migrate import upgrade
+from engram.models.settings import Settings, load_settings
+from engram.storage.database import create_engine
+from engram.storage.migrate import upgrade
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -44,7 +45,7 @@ def _config(args: argparse.Namespace) -> int:
 
 def _eval_locomo(args: argparse.Namespace) -> int:
     # Imported here: the harness pulls in the stores and the embedder, which other commands never need.
-    from serve.evaluation.locomo import EvalOptions, run
+    from engram.serve.evaluation.locomo import EvalOptions, run
 
     convs = [c.strip() for c in args.convs.split(",") if c.strip()] if args.convs else None
     options = EvalOptions(
@@ -69,7 +70,7 @@ def _positive_int(text: str) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     """Start Ray (local), Serve and the app on the configured host and port; Ctrl-C stops it cleanly."""
-    from serve.auth import AUTH_OFF_WARNING, startup_notice
+    from engram.serve.auth import AUTH_OFF_WARNING, startup_notice
 
     settings = load_settings(args.config)
     if args.host is not None:
@@ -87,7 +88,7 @@ def _serve(args: argparse.Namespace) -> int:
     import ray
     from ray import serve
 
-    from serve.app import deploy
+    from engram.serve.app import deploy
 
     ray.init(include_dashboard=False, namespace="serve", log_to_driver=False)
     code = 0
@@ -116,7 +117,7 @@ def _print_deploy_failure(exc: BaseException) -> None:
     """The reason Serve gave for a failed deployment (otherwise only in Ray's log files)."""
     from ray import serve
 
-    from serve.startup_report import deployment_failures
+    from engram.serve.startup_report import deployment_failures
 
     print(f"Engram failed to start: {exc}", file=sys.stderr, flush=True)
     try:
@@ -133,7 +134,7 @@ def _stop(settings: Settings) -> int:
     import ray
     from ray import serve
 
-    from models.rules.sharding import shard_name
+    from engram.models.rules.sharding import shard_name
 
     code = 0
     shards = []
@@ -159,12 +160,22 @@ def _stop(settings: Settings) -> int:
     return code
 
 
+def _missing_extra(module: str, extra: str) -> bool:
+    """True (and says how to install it) when ``module`` of the ``extra`` is not installed."""
+    if importlib.util.find_spec(module) is not None:
+        return False
+    print(f"this command needs the {extra} extra: pip install 'engram[{extra}]'", file=sys.stderr)
+    return True
+
+
 def _loadtest(args: argparse.Namespace) -> int:
+    if _missing_extra("locust", "loadtest"):
+        return 2
     # The load tester is a layer above the service it loads: run as its own program, never imported.
     command = [
         sys.executable,
         "-m",
-        "loadtest.run",
+        "engram.loadtest.run",
         "--users",
         str(args.users),
         "--memories",
@@ -176,9 +187,19 @@ def _loadtest(args: argparse.Namespace) -> int:
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    """MCP over stdio; the API key comes from ENGRAM_API_KEY."""
+    from engram.serve.mcp_stdio import serve_stdio
+
+    serve_stdio(args.url, args.user_id)
+    return 0
+
+
 def _bench_fuzz(args: argparse.Namespace) -> int:
+    if _missing_extra("schemathesis", "dev"):
+        return 2
     # Like the load test, the fuzzer sits above the service: run as its own program.
-    command = [sys.executable, "-m", "loadtest.fuzz", "--max-examples", str(args.max_examples)]
+    command = [sys.executable, "-m", "engram.loadtest.fuzz", "--max-examples", str(args.max_examples)]
     command += ["--url", args.url] if args.url else []
     command += ["--scenarios", str(args.scenarios)] if args.scenarios else []
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
@@ -189,8 +210,8 @@ def _sweep(args: argparse.Namespace) -> int:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
-    from models.rules.sharding import shard_name
-    from serve.sweep_job import run_reporting
+    from engram.models.rules.sharding import shard_name
+    from engram.serve.sweep_job import run_reporting
 
     settings = load_settings(args.config)
     address = args.address or os.environ.get("RAY_ADDRESS")
@@ -211,8 +232,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _keys_rotate(args: argparse.Namespace) -> int:
     """Re-wrap every user's data key under a new master key; resumable after a crash."""
-    from storage.key_rotation import rotate_master_key
-    from storage.schema import user_keys
+    from engram.storage.key_rotation import rotate_master_key
+    from engram.storage.schema import user_keys
 
     settings = load_settings(args.config)
     storage = settings.storage
@@ -292,6 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fuzz.add_argument("--url", help="an Engram app already running (default: start one)")
     fuzz.set_defaults(func=_bench_fuzz)
+    mcp = commands.add_parser(
+        "mcp", help="serve Engram's memory tools over MCP on stdio, against a running Engram"
+    )
+    mcp.add_argument("--url", default="http://127.0.0.1:8000", help="the running Engram")
+    mcp.add_argument("--user-id", help="the user this agent remembers for (tools may then omit it)")
+    mcp.set_defaults(func=_mcp)
     keys = commands.add_parser("keys", help="manage the master key")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
     rotate = key_commands.add_parser(

@@ -11,9 +11,9 @@ from typing import TypeVar
 
 import httpx
 
-from serve.client_calls import AsyncSender, Call, EngramApiError, SyncSender
-from serve.operations import Operations
-from serve.privacy_client import AsyncExportDownload, ExportDownload
+from engram.serve.client_calls import AsyncSender, Call, EngramApiError, SyncSender
+from engram.serve.operations import Operations
+from engram.serve.privacy_client import AsyncExportDownload, ExportDownload
 
 __all__ = ["AsyncEngramClient", "EngramApiError", "EngramClient"]
 

@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from models.errors import ErrorCode
+from engram.models.errors import ErrorCode
 
 T = TypeVar("T")
 

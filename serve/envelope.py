@@ -11,8 +11,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from models.api import Envelope
-from models.errors import ErrorCode
+from engram.models.api import Envelope
+from engram.models.errors import ErrorCode
 
 TRACE_HEADER = "x-trace-id"
 _TRACE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")

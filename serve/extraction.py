@@ -16,12 +16,12 @@ from ray import serve
 from ray.exceptions import RayActorError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 
-from actors.engines.base import Engine, EngineError, StructuredRequest
-from actors.engines.factory import engine_from_settings
-from actors.engines.remote import RemoteEngine
-from models.settings import Settings
-from serve.handle_lookup import LazyDeploymentHandle
-from serve.settings_update import apply_overrides
+from engram.actors.engines.base import Engine, EngineError, StructuredRequest
+from engram.actors.engines.factory import engine_from_settings
+from engram.actors.engines.remote import RemoteEngine
+from engram.models.settings import Settings
+from engram.serve.handle_lookup import LazyDeploymentHandle
+from engram.serve.settings_update import apply_overrides
 
 DEPLOYMENT_NAME = "Extraction"
 # What a replica dying or restarting looks like from a caller; anything else is a real failure.

@@ -14,14 +14,14 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from actors.switches import check_store, gate_recall, is_on
-from models.api import RecallRequest
-from models.errors import EngramError, ErrorCode
-from models.settings import StorageSettings
-from serve.operations import Gate, Operation
-from storage.database import READONLY_OPTION, create_engine
-from storage.privacy_queries import read_switches
-from storage.quick_reads import open_quick_reader
+from engram.actors.switches import check_store, gate_recall, is_on
+from engram.models.api import RecallRequest
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.settings import StorageSettings
+from engram.serve.operations import Gate, Operation
+from engram.storage.database import READONLY_OPTION, create_engine
+from engram.storage.privacy_queries import read_switches
+from engram.storage.quick_reads import open_quick_reader
 
 SwitchSource = Callable[[str], Awaitable[Mapping[str, bool]]]
 """Reads a user's switch map ("" = the global switch)."""

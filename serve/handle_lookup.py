@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from models.rules.retry import retry
+from engram.models.rules.retry import retry
 
 log = logging.getLogger(__name__)
 

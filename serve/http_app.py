@@ -19,13 +19,14 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from models.api import Envelope
-from models.errors import EngramError, ErrorCode
-from serve.auth import Authenticator, AuthGuard
-from serve.backend import EngramBackend
-from serve.envelope import ERROR_RESPONSES, envelope, trace_id_of
-from serve.operations import BY_NAME, OPERATIONS, PREFIX, Operation, Operations
-from serve.privacy_routes import add_export_download_route, memory_apps_lookup
+from engram.models.api import Envelope
+from engram.models.errors import EngramError, ErrorCode
+from engram.serve.auth import Authenticator, AuthGuard
+from engram.serve.backend import EngramBackend
+from engram.serve.envelope import ERROR_RESPONSES, envelope, trace_id_of
+from engram.serve.mcp_routes import add_mcp_route
+from engram.serve.operations import BY_NAME, OPERATIONS, PREFIX, Operation, Operations
+from engram.serve.privacy_routes import add_export_download_route, memory_apps_lookup
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ def build_http_app(
     auth: Callable[[], Authenticator],
     max_body_bytes: int = 1024 * 1024,
     recall_only: bool = False,
+    mcp: bool = False,
 ) -> FastAPI:
     """The FastAPI application; ``backend`` and ``auth`` are called per request (the replica sets them).
 
@@ -96,6 +98,7 @@ def build_http_app(
 
     ``recall_only``: just the recall route, answered at the root of its own Serve application
     (route prefix ``RECALL_PATH``), with the same envelope, errors, limits and authentication.
+    ``mcp``: also serve the MCP tools at ``/mcp`` over these routes (``serve.mcp_routes``).
     """
     app = FastAPI(
         title="Engram",
@@ -143,6 +146,8 @@ def build_http_app(
         return {"status": "ok"}
 
     add_export_download_route(app, PREFIX, backend)
+    if mcp:
+        add_mcp_route(app, auth)
     app.add_middleware(AuthGuard, **guard)  # type: ignore[arg-type]
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     return app

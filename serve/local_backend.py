@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any, TypeVar, cast
 
-from actors.memory_service import MemoryService
-from actors.privacy import KIND_EXPORT, PrivacyService
-from actors.session_close import SessionCloser
-from actors.views import memory_view
-from actors.write_path import WritePath
-from lifecycle.archive import build_archive
-from lifecycle.context import LifecycleStores
-from lifecycle.restore import restore_memory
-from models.api import (
+from engram.actors.memory_service import MemoryService
+from engram.actors.privacy import KIND_EXPORT, PrivacyService
+from engram.actors.session_close import SessionCloser
+from engram.actors.views import memory_view
+from engram.actors.write_path import WritePath
+from engram.lifecycle.archive import build_archive
+from engram.lifecycle.context import LifecycleStores
+from engram.lifecycle.restore import restore_memory
+from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
     BatchDeleteRequest,
@@ -44,9 +44,9 @@ from models.api import (
     UserPurgeRequest,
     UserSwitchRequest,
 )
-from models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
-from serve.operations import Operation
-from serve.privacy_backend import LocalPrivacyHelpers
+from engram.models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
+from engram.serve.operations import Operation
+from engram.serve.privacy_backend import LocalPrivacyHelpers
 
 Req = TypeVar("Req")
 Res = TypeVar("Res")

@@ -19,7 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast, overload
 
 from pydantic import BaseModel, TypeAdapter
 
-from models.api import (
+from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
     BatchDeleteRequest,
@@ -46,8 +46,8 @@ from models.api import (
     UserPurgeRequest,
     UserSwitchRequest,
 )
-from models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
-from serve.client_calls import AsyncSender, Call, SyncSender
+from engram.models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
+from engram.serve.client_calls import AsyncSender, Call, SyncSender
 
 PREFIX = "/memory/v1"
 

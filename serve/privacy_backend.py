@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from ray.actor import ActorHandle
 
-from actors.privacy import PrivacyService
-from models.privacy import ExportDownloadRequest, MemoryAppsRequest
-from serve.remote_errors import unwrap
+from engram.actors.privacy import PrivacyService
+from engram.models.privacy import ExportDownloadRequest, MemoryAppsRequest
+from engram.serve.remote_errors import unwrap
 
 
 class PrivacyHelpers(Protocol):

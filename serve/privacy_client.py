@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 
-from models.privacy import ExportDownloadRequest
-from serve.client_calls import EngramApiError
-from serve.operations import PREFIX
+from engram.models.privacy import ExportDownloadRequest
+from engram.serve.client_calls import EngramApiError
+from engram.serve.operations import PREFIX
 
 DOWNLOAD = f"{PREFIX}/user/export/download"
 

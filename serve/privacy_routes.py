@@ -13,10 +13,10 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from models.errors import EngramError, ErrorCode
-from models.privacy import ExportDownloadRequest, MemoryAppsRequest
-from serve.envelope import ERROR_RESPONSES
-from serve.privacy_backend import PrivacyHelpers
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.privacy import ExportDownloadRequest, MemoryAppsRequest
+from engram.serve.envelope import ERROR_RESPONSES
+from engram.serve.privacy_backend import PrivacyHelpers
 
 NDJSON = "application/x-ndjson"
 

@@ -13,8 +13,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from models.errors import EngramError, ErrorCode
-from models.settings import LimitSettings
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.settings import LimitSettings
 
 
 class RateLimiter:

@@ -12,12 +12,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from ray.actor import ActorHandle
 
-from models.errors import EngramError, ErrorCode
-from models.rules.sharding import shard_of
-from serve.handle_lookup import LazyDeploymentHandle
-from serve.operations import Dispatch, Operation
-from serve.privacy_backend import RayPrivacyHelpers
-from serve.remote_errors import unwrap
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.rules.sharding import shard_of
+from engram.serve.handle_lookup import LazyDeploymentHandle
+from engram.serve.operations import Dispatch, Operation
+from engram.serve.privacy_backend import RayPrivacyHelpers
+from engram.serve.remote_errors import unwrap
 
 Req = TypeVar("Req", bound=BaseModel)
 Res = TypeVar("Res")

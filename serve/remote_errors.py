@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from ray.exceptions import RayTaskError
 
-from models.errors import EngramError
+from engram.models.errors import EngramError
 
 T = TypeVar("T")
 

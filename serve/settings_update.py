@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.settings import Settings
+from engram.models.settings import Settings
 
 RUNTIME_SECTIONS = (
     "weights",

@@ -18,22 +18,22 @@ from typing import Any
 import numpy as np
 import ray
 
-from actors.hit_buffer import RecallHits
-from actors.memory_service import MemoryService
-from actors.write_path import WritePath
-from lifecycle.archive import build_archive
-from lifecycle.archive_vectors import ArchiveBackedVectors
-from lifecycle.context import LifecycleStores
-from lifecycle.plan import SweepCounts
-from lifecycle.sweeps import Sweeper, sweep_users
-from models.rules.sharding import shard_of
-from models.settings import Settings
-from serve.extraction import extraction_engine
-from serve.local_backend import LocalBackend
-from serve.operations import forward_operations
-from serve.privacy_backend import ForwardPrivacyHelpers
-from serve.settings_update import apply_overrides
-from storage.stores import Stores, open_stores
+from engram.actors.hit_buffer import RecallHits
+from engram.actors.memory_service import MemoryService
+from engram.actors.write_path import WritePath
+from engram.lifecycle.archive import build_archive
+from engram.lifecycle.archive_vectors import ArchiveBackedVectors
+from engram.lifecycle.context import LifecycleStores
+from engram.lifecycle.plan import SweepCounts
+from engram.lifecycle.sweeps import Sweeper, sweep_users
+from engram.models.rules.sharding import shard_of
+from engram.models.settings import Settings
+from engram.serve.extraction import extraction_engine
+from engram.serve.local_backend import LocalBackend
+from engram.serve.operations import forward_operations
+from engram.serve.privacy_backend import ForwardPrivacyHelpers
+from engram.serve.settings_update import apply_overrides
+from engram.storage.stores import Stores, open_stores
 
 log = logging.getLogger(__name__)
 

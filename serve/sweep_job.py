@@ -1,5 +1,5 @@
 """The lifecycle job's entry in the serving layer: the shard actors it sweeps through, started when
-the app is not running, and ``python -m serve.sweep_job [--dry-run]`` for ``ray job submit`` and the
+the app is not running, and ``python -m engram.serve.sweep_job [--dry-run]`` for ``ray job submit`` and the
 RayCronJob in ``cluster/`` (the job itself is ``lifecycle.job``)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 import ray
 
-from lifecycle.job import JobReport, run_job
-from models.rules.sharding import shard_name
-from models.settings import Settings, load_settings
-from serve.shard import ShardActor
+from engram.lifecycle.job import JobReport, run_job
+from engram.models.rules.sharding import shard_name
+from engram.models.settings import Settings, load_settings
+from engram.serve.shard import ShardActor
 
 
 def ensure_shards(settings: Settings) -> list[Any]:
@@ -50,9 +50,9 @@ def run_reporting(settings: Settings, *, dry_run: bool) -> JobReport:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m serve.sweep_job``: run the sweep job on the current Ray cluster and print the report."""
+    """``python -m engram.serve.sweep_job``: the sweep job on the current Ray cluster, and its report."""
     parser = argparse.ArgumentParser(
-        prog="serve.sweep_job", description="Run Engram's lifecycle sweeps once."
+        prog="engram.serve.sweep_job", description="Run Engram's lifecycle sweeps once."
     )
     parser.add_argument("--config", help="YAML settings file (default: $ENGRAM_CONFIG)")
     parser.add_argument("--dry-run", action="store_true", help="count what would change, change nothing")

@@ -14,11 +14,11 @@ from typing import Any
 
 import ray
 
-from lifecycle.job import run_job
-from lifecycle.schedule import DailyScheduler
-from models.settings import Settings
-from serve.settings_update import apply_overrides
-from serve.sweep_job import ensure_shards
+from engram.lifecycle.job import run_job
+from engram.lifecycle.schedule import DailyScheduler
+from engram.models.settings import Settings
+from engram.serve.settings_update import apply_overrides
+from engram.serve.sweep_job import ensure_shards
 
 log = logging.getLogger(__name__)
 

@@ -10,14 +10,14 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from models.domain import Memory
-from models.enums import OpSource, OpType, Status
-from models.errors import EngramError, ErrorCode
-from models.rules import capacity
-from models.rules.capacity import counter_deltas
-from models.rules.decay import weight_now
-from models.settings import Settings
-from storage.metadata import EvictionRow, MetadataTx
+from engram.models.domain import Memory
+from engram.models.enums import OpSource, OpType, Status
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.rules import capacity
+from engram.models.rules.capacity import counter_deltas
+from engram.models.rules.decay import weight_now
+from engram.models.settings import Settings
+from engram.storage.metadata import EvictionRow, MetadataTx
 
 
 async def check_important_mark(tx: MetadataTx, settings: Settings, memory: Memory) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from models.settings import EmbedderSettings
+from engram.models.settings import EmbedderSettings
 
 EncodeFn = Callable[[list[str]], Any]
 """Turns a list of texts into an array-like of shape (len(texts), dim)."""

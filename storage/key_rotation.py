@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from storage.crypto import (
+from engram.storage.crypto import (
     DecryptionError,
     LocalKeyFileProvider,
     key_fingerprint,
@@ -26,7 +26,7 @@ from storage.crypto import (
     next_key_file,
     read_key_file,
 )
-from storage.schema import user_keys
+from engram.storage.schema import user_keys
 
 Progress = Callable[[int, int], None]
 """Told (data keys re-wrapped so far, data keys in all) after each committed batch."""

@@ -16,11 +16,11 @@ from sqlalchemy import Executable, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from models.domain import utcnow
-from models.settings import StorageSettings
-from storage.crypto import KEY_BYTES, ContentCipher, KeyProvider, LocalKeyFileProvider
-from storage.database import READONLY_OPTION, create_engine
-from storage.schema import user_keys
+from engram.models.domain import utcnow
+from engram.models.settings import StorageSettings
+from engram.storage.crypto import KEY_BYTES, ContentCipher, KeyProvider, LocalKeyFileProvider
+from engram.storage.database import READONLY_OPTION, create_engine
+from engram.storage.schema import user_keys
 
 
 class KeyRing:

@@ -19,12 +19,12 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
-from models.domain import ChangeLogEntry, Memory, WriteTask
-from models.enums import Level, MemType, OpSource, OpType, Ownership, Status, TaskStatus
-from storage.crypto import ContentCipher
-from storage.database import READONLY_OPTION
-from storage.keyring import KeyRing
-from storage.schema import capacity_counters, change_log, memories, user_versions, write_tasks
+from engram.models.domain import ChangeLogEntry, Memory, WriteTask
+from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status, TaskStatus
+from engram.storage.crypto import ContentCipher
+from engram.storage.database import READONLY_OPTION
+from engram.storage.keyring import KeyRing
+from engram.storage.schema import capacity_counters, change_log, memories, user_versions, write_tasks
 
 _UNFINISHED = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
 

@@ -16,10 +16,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
-from models.domain import ChangeLogEntry, Memory
-from models.enums import Level, MemType, OpSource, OpType, Status, TaskStatus
-from storage.metadata import MetadataTx, keyset_after
-from storage.schema import capacity_counters, change_log, memories, switches, write_tasks
+from engram.models.domain import ChangeLogEntry, Memory
+from engram.models.enums import Level, MemType, OpSource, OpType, Status, TaskStatus
+from engram.storage.metadata import MetadataTx, keyset_after
+from engram.storage.schema import capacity_counters, change_log, memories, switches, write_tasks
 
 
 @dataclass(frozen=True, slots=True)

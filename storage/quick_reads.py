@@ -16,8 +16,8 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from models.enums import Status
-from storage.metadata import RecallBookkeeping
+from engram.models.enums import Status
+from engram.storage.metadata import RecallBookkeeping
 
 # Plain SQL over the tables of storage/schema.py (tests/integration/test_quick_reads.py keeps them
 # in step): the point of this module is to skip SQLAlchemy's per-statement work.

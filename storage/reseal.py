@@ -12,9 +12,9 @@ import logging
 
 from sqlalchemy import and_, select, update
 
-from models.enums import OpType
-from storage.metadata import MetadataStore, seal_labels, seal_reason
-from storage.schema import change_log, memories
+from engram.models.enums import OpType
+from engram.storage.metadata import MetadataStore, seal_labels, seal_reason
+from engram.storage.schema import change_log, memories
 
 log = logging.getLogger(__name__)
 

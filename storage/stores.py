@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.settings import Settings
-from storage.crypto import KeyProvider
-from storage.database import create_engine
-from storage.embedders import Embedder, build_embedder
-from storage.keyring import keyring_for
-from storage.metadata import MetadataStore
-from storage.migrate import upgrade
-from storage.reseal import reseal_plaintext
-from storage.vector_copies import CopyingVectorStore
-from storage.vectors import MilvusVectorStore, VectorStore
+from engram.models.settings import Settings
+from engram.storage.crypto import KeyProvider
+from engram.storage.database import create_engine
+from engram.storage.embedders import Embedder, build_embedder
+from engram.storage.keyring import keyring_for
+from engram.storage.metadata import MetadataStore
+from engram.storage.migrate import upgrade
+from engram.storage.reseal import reseal_plaintext
+from engram.storage.vector_copies import CopyingVectorStore
+from engram.storage.vectors import MilvusVectorStore, VectorStore
 
 
 @dataclass

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 from sqlalchemy import delete, insert, select
 
-from storage.metadata import MetadataStore, MetadataTx
-from storage.schema import memory_vectors
-from storage.vectors import VectorRecord, VectorScope, VectorStore
+from engram.storage.metadata import MetadataStore, MetadataTx
+from engram.storage.schema import memory_vectors
+from engram.storage.vectors import VectorRecord, VectorScope, VectorStore
 
 _DTYPE = np.dtype("<f4")
 # Keeps every IN list well under the bound-parameter limits of SQLite and PostgreSQL.

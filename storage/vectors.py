@@ -20,9 +20,9 @@ from urllib.parse import urlparse
 import numpy as np
 from pymilvus import DataType, MilvusClient
 
-from models.domain import Memory
-from models.enums import Level, MemType, Ownership
-from models.ids import is_memory_id
+from engram.models.domain import Memory
+from engram.models.enums import Level, MemType, Ownership
+from engram.models.ids import is_memory_id
 
 _T = TypeVar("_T")
 

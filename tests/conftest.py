@@ -12,10 +12,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from actors.memory_service import MemoryService
-from models.settings import Settings
-from storage.embedders import Embedder, UseEmbedder
-from storage.stores import Stores, open_stores
+from engram.actors.memory_service import MemoryService
+from engram.models.settings import Settings
+from engram.storage.embedders import Embedder, UseEmbedder
+from engram.storage.stores import Stores, open_stores
 
 POSTGRES_URL = os.environ.get("ENGRAM_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 # Engram's tests get a database of their own beside ``test``, emptied before each test; runs that

@@ -1,6 +1,6 @@
 """LLM engine layer (SPEC O2, DESIGN decision 7): one call shape, several engines."""
 
-from actors.engines.base import (
+from engram.actors.engines.base import (
     ChatMessage,
     Engine,
     EngineError,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from actors.engines.base import Engine
-from models.settings import EngineSettings
+from engram.actors.engines.base import Engine
+from engram.models.settings import EngineSettings
 
 EngineName = Literal["rules", "openai", "local", "vllm"]
 
@@ -13,19 +13,19 @@ EngineName = Literal["rules", "openai", "local", "vllm"]
 def build_engine(name: EngineName, **options: Any) -> Engine:
     """A new engine of kind ``name``; ``options`` are its constructor's keyword arguments."""
     if name == "rules":
-        from actors.engines.rules import RulesEngine
+        from engram.actors.engines.rules import RulesEngine
 
         return RulesEngine(**options)
     if name == "openai":
-        from actors.engines.openai_engine import OpenAIEngine
+        from engram.actors.engines.openai_engine import OpenAIEngine
 
         return OpenAIEngine(**options)
     if name == "local":
-        from actors.engines.local_engine import LocalEngine
+        from engram.actors.engines.local_engine import LocalEngine
 
         return LocalEngine(**options)
     if name == "vllm":
-        from actors.engines.vllm_engine import VllmEngine
+        from engram.actors.engines.vllm_engine import VllmEngine
 
         return VllmEngine(**options)
     raise ValueError(f"unknown engine {name!r}: expected one of rules, openai, local, vllm")

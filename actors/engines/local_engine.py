@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from actors.engines.base import EngineError, StructuredRequest, parse_output
-from actors.engines.openai_engine import answer_text, request_body
+from engram.actors.engines.base import EngineError, StructuredRequest, parse_output
+from engram.actors.engines.openai_engine import answer_text, request_body
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from actors.engines.base import EngineError, StructuredRequest, parse_output
+from engram.actors.engines.base import EngineError, StructuredRequest, parse_output
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import BaseModel
 
-from actors.engines.base import EngineError, StructuredRequest
-from models.rules.retry import retry
+from engram.actors.engines.base import EngineError, StructuredRequest
+from engram.models.rules.retry import retry
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from actors import statements
-from actors.engines.base import EngineError, StructuredRequest, UnsupportedTaskError
-from actors.tasks import EXTRACT_TASK, ExtractedFact, ExtractionOutput
-from models.hashing import normalise_content
+from engram.actors import statements
+from engram.actors.engines.base import EngineError, StructuredRequest, UnsupportedTaskError
+from engram.actors.tasks import EXTRACT_TASK, ExtractedFact, ExtractionOutput
+from engram.models.hashing import normalise_content
 
 # Which role speaks for which ownership (W3): user memories come from user messages only, and so on.
 _ROLE_FOR_OWNERSHIP: dict[str, statements.Speaker] = {"USER": "user", "AGENT": "assistant"}

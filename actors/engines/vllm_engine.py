@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from actors.engines.base import EngineError, StructuredRequest, parse_output
-from actors.engines.openai_engine import output_schema
+from engram.actors.engines.base import EngineError, StructuredRequest, parse_output
+from engram.actors.engines.openai_engine import output_schema
 
 logger = logging.getLogger(__name__)
 

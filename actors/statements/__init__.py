@@ -6,20 +6,20 @@ functions over plain strings (word lists and regexes, no models), split by job i
 John", "住在北京".
 """
 
-from actors.statements.attributes import (
+from engram.actors.statements.attributes import (
     SAME_MEANING_VERBS,
     attribute,
     preference,
     same_meaning_verbs,
     same_value,
 )
-from actors.statements.chitchat import is_chitchat
-from actors.statements.expiry import expiry_days
-from actors.statements.kinds import classify, importance
-from actors.statements.mentions import entities
-from actors.statements.rewriting import to_fact
-from actors.statements.splitting import is_personal, split_clauses, split_statements
-from actors.statements.text import Speaker, is_chinese
+from engram.actors.statements.chitchat import is_chitchat
+from engram.actors.statements.expiry import expiry_days
+from engram.actors.statements.kinds import classify, importance
+from engram.actors.statements.mentions import entities
+from engram.actors.statements.rewriting import to_fact
+from engram.actors.statements.splitting import is_personal, split_clauses, split_statements
+from engram.actors.statements.text import Speaker, is_chinese
 
 __all__ = [
     "SAME_MEANING_VERBS",

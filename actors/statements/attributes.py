@@ -6,8 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from actors.statements.rewriting import _DROP_ADVERBS, _ZH_INTENSIFIERS
-from actors.statements.text import _ZH_TIME, _fold, _words, is_chinese
+from engram.actors.statements.rewriting import _DROP_ADVERBS, _ZH_INTENSIFIERS
+from engram.actors.statements.text import _ZH_TIME, _fold, _words, is_chinese
 
 _EN_SUBJECT_LEAD: Final = re.compile(r"^(?:(?:the )?user(?:'s)?\s+|i\s+|my\s+)")
 _EN_IS_LEAD: Final = re.compile(r"^(?:i'm|im|i am|the user is|user is)\s+")

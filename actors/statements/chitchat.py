@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from actors.statements.text import _CJK, _HAS_CJK, _fold, _words
+from engram.actors.statements.text import _CJK, _HAS_CJK, _fold, _words
 
 _CHITCHAT_WORDS: Final = _words(
     """

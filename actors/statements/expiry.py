@@ -6,7 +6,7 @@ import re
 from datetime import date
 from typing import Final
 
-from actors.statements.text import _fold
+from engram.actors.statements.text import _fold
 
 _NUMBER_WORDS: Final = {
     word: n

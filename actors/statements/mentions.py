@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from actors.statements.attributes import _CITIES
-from actors.statements.text import _HAS_CJK, _words, is_chinese
+from engram.actors.statements.attributes import _CITIES
+from engram.actors.statements.text import _HAS_CJK, _words, is_chinese
 
 _EN_STOP_CAPITALS: Final = _words(
     """i the a an my our we he she it they this that these those there is was are has have had name

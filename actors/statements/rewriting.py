@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from actors.statements.chitchat import is_chitchat
-from actors.statements.text import _ZH_CONNECTIVE, _ZH_TIME, Speaker, _capitalise, _words, is_chinese
+from engram.actors.statements.chitchat import is_chitchat
+from engram.actors.statements.text import _ZH_CONNECTIVE, _ZH_TIME, Speaker, _capitalise, _words, is_chinese
 
 _DROP_ADVERBS: Final = _words(
     "really truly absolutely totally definitely also actually honestly just sincerely so kinda"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from actors.statements.chitchat import is_chitchat
-from actors.statements.text import _HAS_CJK, _ZH_CONNECTIVE, _ZH_TIME, _fold, _words, is_chinese
+from engram.actors.statements.chitchat import is_chitchat
+from engram.actors.statements.text import _HAS_CJK, _ZH_CONNECTIVE, _ZH_TIME, _fold, _words, is_chinese
 
 _ABBREVIATIONS: Final = _words(
     "mr mrs ms dr prof st jr sr vs etc e.g i.e inc ltd co no approx dept mt ft u.s u.k a.m p.m"

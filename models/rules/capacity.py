@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from models.domain import Memory
-from models.settings import CapacitySettings
+from engram.models.domain import Memory
+from engram.models.settings import CapacitySettings
 
 GLOBAL_DIMENSION = "global"
 TOTAL_DIMENSION = "total"

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Protocol
 
-from models.domain import Memory
-from models.enums import MemType, Ownership
-from models.settings import DecaySettings, InitialWeights
+from engram.models.domain import Memory
+from engram.models.enums import MemType, Ownership
+from engram.models.settings import DecaySettings, InitialWeights
 
 SECONDS_PER_DAY = 86_400.0
 

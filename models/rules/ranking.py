@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.settings import RecallSettings
+from engram.models.settings import RecallSettings
 
 
 @dataclass(frozen=True, slots=True)

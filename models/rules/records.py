@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from models.domain import GLOBAL_APP, Memory
-from models.enums import Level, MemType, Ownership
-from models.ids import new_id
-from models.rules.decay import initial_weight
-from models.settings import InitialWeights
+from engram.models.domain import GLOBAL_APP, Memory
+from engram.models.enums import Level, MemType, Ownership
+from engram.models.ids import new_id
+from engram.models.rules.decay import initial_weight
+from engram.models.settings import InitialWeights
 
 
 def placement(level: Level | None, app_id: str | None, session_id: str | None) -> tuple[Level, str]:

@@ -22,17 +22,17 @@ from typing import Any, Literal, TextIO
 
 import numpy as np
 
-from actors.engines.base import Engine
-from actors.engines.factory import engine_from_settings
-from actors.lexical import Bm25Index, fuse, tokenize
-from actors.memory_service import MemoryService
-from models.api import AddRequest, AddStructuredRequest, Message, RecallRequest
-from models.enums import Level, MemType, Ownership, Role
-from models.errors import EngramError, ErrorCode
-from models.settings import Settings, load_settings
-from serve.evaluation.metrics import ScoreCard, latency_summary, parse_evidence, parse_session_date
-from storage.embedders import Embedder
-from storage.stores import Stores, open_stores
+from engram.actors.engines.base import Engine
+from engram.actors.engines.factory import engine_from_settings
+from engram.actors.lexical import Bm25Index, fuse, tokenize
+from engram.actors.memory_service import MemoryService
+from engram.models.api import AddRequest, AddStructuredRequest, Message, RecallRequest
+from engram.models.enums import Level, MemType, Ownership, Role
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.settings import Settings, load_settings
+from engram.serve.evaluation.metrics import ScoreCard, latency_summary, parse_evidence, parse_session_date
+from engram.storage.embedders import Embedder
+from engram.storage.stores import Stores, open_stores
 
 Mode = Literal["turns", "extract"]
 

@@ -7,8 +7,8 @@ import asyncio
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from storage.database import create_engine
-from storage.schema import metadata
+from engram.storage.database import create_engine
+from engram.storage.schema import metadata
 
 config = context.config
 

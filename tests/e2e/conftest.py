@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from models.settings import Settings
+from engram.models.settings import Settings
 from tests.support.net import free_port
 
 
@@ -28,8 +28,8 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
     import ray
     from ray import serve
 
-    from models.rules.sharding import shard_name
-    from serve.app import deploy
+    from engram.models.rules.sharding import shard_name
+    from engram.serve.app import deploy
 
     data_dir: Path = tmp_path_factory.mktemp("engram-e2e")
     settings = Settings(

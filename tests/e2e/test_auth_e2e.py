@@ -13,9 +13,15 @@ from typing import Any
 import httpx
 import pytest
 
-from models.api import AddStructuredRequest, RecallRequest, TaskRequest, UserExportRequest, UserListRequest
-from models.privacy import ExportDownloadRequest
-from serve.client import EngramApiError, EngramClient
+from engram.models.api import (
+    AddStructuredRequest,
+    RecallRequest,
+    TaskRequest,
+    UserExportRequest,
+    UserListRequest,
+)
+from engram.models.privacy import ExportDownloadRequest
+from engram.serve.client import EngramApiError, EngramClient
 from tests.e2e.conftest import RunningApp
 
 pytestmark = pytest.mark.e2e
@@ -30,7 +36,7 @@ KEYS = [
 
 @pytest.fixture(scope="module")
 def secured(engram_app: RunningApp) -> Iterator[RunningApp]:
-    from serve.app import deploy
+    from engram.serve.app import deploy
 
     settings = engram_app.settings.model_copy(deep=True)
     settings.auth = settings.auth.model_validate({"api_keys": KEYS})

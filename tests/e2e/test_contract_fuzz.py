@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from loadtest.fuzz import fuzz
+from engram.loadtest.fuzz import fuzz
 from tests.e2e.conftest import RunningApp
 
 pytestmark = pytest.mark.e2e

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 def test_killed_shard_loses_and_duplicates_nothing(engram_app: RunningApp) -> None:
     import ray
 
-    from models.rules.sharding import shard_name
+    from engram.models.rules.sharding import shard_name
 
     users = [f"crash-{i}" for i in range(6)]
     per_user = len(FACTS)  # a user's tasks run one at a time: the tail of the queue waits at the kill

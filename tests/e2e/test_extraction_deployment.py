@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 def _extraction_handle(app: RunningApp):  # type: ignore[no-untyped-def]
     from ray import serve
 
-    from serve.extraction import DEPLOYMENT_NAME
+    from engram.serve.extraction import DEPLOYMENT_NAME
 
     return serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=app.settings.serve.app_name)
 
@@ -26,7 +26,7 @@ def _drain_shards(app: RunningApp) -> None:
     """Wait until no shard has queued writes: earlier tests' tasks would call extraction too."""
     import ray
 
-    from models.rules.sharding import shard_name
+    from engram.models.rules.sharding import shard_name
 
     for index in range(app.settings.serve.shard_count):
         shard = ray.get_actor(shard_name(app.settings.serve.app_name, index), namespace="serve")
@@ -34,8 +34,8 @@ def _drain_shards(app: RunningApp) -> None:
 
 
 def test_concurrent_requests_are_answered_in_batches(engram_app: RunningApp) -> None:
-    from actors.engines.base import ChatMessage, StructuredRequest
-    from actors.tasks import EXTRACT_TASK, ExtractionOutput
+    from engram.actors.engines.base import ChatMessage, StructuredRequest
+    from engram.actors.tasks import EXTRACT_TASK, ExtractionOutput
 
     _drain_shards(engram_app)
     handle = _extraction_handle(engram_app)
@@ -93,7 +93,7 @@ def test_killed_extraction_replica_loses_and_duplicates_nothing(engram_app: Runn
 
     import ray
 
-    from models.rules.sharding import shard_name
+    from engram.models.rules.sharding import shard_name
 
     shard = ray.get_actor(shard_name(engram_app.settings.serve.app_name, 0), namespace="serve")
     accepted = asyncio.run(accept(range(12)))

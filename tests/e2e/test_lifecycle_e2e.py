@@ -9,10 +9,10 @@ import httpx
 import pytest
 import ray
 
-from lifecycle.job import run_job
-from models.domain import utcnow
-from serve.sweep_job import ensure_shards
-from serve.sweep_scheduler import scheduler_name
+from engram.lifecycle.job import run_job
+from engram.models.domain import utcnow
+from engram.serve.sweep_job import ensure_shards
+from engram.serve.sweep_scheduler import scheduler_name
 from tests.e2e.conftest import RunningApp
 
 pytestmark = pytest.mark.e2e

@@ -19,10 +19,10 @@ import httpx
 import pytest
 from ray import serve
 
-from lifecycle.job import run_job
-from models.domain import utcnow
-from serve.app import recall_app_name
-from serve.sweep_job import ensure_shards
+from engram.lifecycle.job import run_job
+from engram.models.domain import utcnow
+from engram.serve.app import recall_app_name
+from engram.serve.sweep_job import ensure_shards
 from tests.e2e.conftest import RunningApp
 from tests.integration.test_isolation_suite import APPS, SESSIONS, Truth, slots, visible
 

@@ -8,10 +8,10 @@ from typing import Any
 import httpx
 import pytest
 
-from models.api import AddRequest as AddRequestModel
-from models.api import AddStructuredRequest, RecallRequest, RecallResponse, TaskRequest
-from models.api import DeleteRequest as DeleteRequestModel
-from serve.client import EngramApiError, EngramClient
+from engram.models.api import AddRequest as AddRequestModel
+from engram.models.api import AddStructuredRequest, RecallRequest, RecallResponse, TaskRequest
+from engram.models.api import DeleteRequest as DeleteRequestModel
+from engram.serve.client import EngramApiError, EngramClient
 from tests.e2e.conftest import RunningApp
 
 pytestmark = pytest.mark.e2e
@@ -83,7 +83,7 @@ def test_python_handle_returns_the_same_models(engram_app: RunningApp, client: E
 
 def test_user_config_changes_ranking_weights(engram_app: RunningApp, client: EngramClient) -> None:
 
-    from serve.app import deploy
+    from engram.serve.app import deploy
 
     def add(content: str, **extra: Any) -> str:
         created = client.add_structured(
@@ -109,7 +109,7 @@ def test_user_config_changes_ranking_weights(engram_app: RunningApp, client: Eng
 def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp) -> None:
     import asyncio
 
-    from serve.app import deploy
+    from engram.serve.app import deploy
 
     deploy(engram_app.settings, {"capacity": {"global_limit": 20}})
 
@@ -143,7 +143,7 @@ def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp)
 def test_recall_replica_freezes_its_warm_snapshots(engram_app: RunningApp) -> None:
     from ray import serve
 
-    from serve.app import RecallDeployment, recall_app_name
+    from engram.serve.app import RecallDeployment, recall_app_name
 
     handle = serve.get_deployment_handle(RecallDeployment.name, app_name=recall_app_name(engram_app.settings))
     deadline = time.monotonic() + 120

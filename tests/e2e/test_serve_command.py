@@ -33,7 +33,7 @@ def test_a_failed_start_prints_the_reason_and_stops_cleanly(tmp_path: Path) -> N
     env = dict(os.environ, ENGRAM_CONFIG=str(config), RAY_AUTH_MODE="disabled")
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run(
-        [sys.executable, "-m", "serve.cli", "serve", "--port", str(free_port())],
+        [sys.executable, "-m", "engram.serve.cli", "serve", "--port", str(free_port())],
         capture_output=True,
         text=True,
         env=env,
@@ -59,7 +59,7 @@ def test_engram_sweep_runs_the_job_on_a_local_ray_and_reports(tmp_path: Path) ->
     env = dict(os.environ, ENGRAM_CONFIG=str(config), RAY_AUTH_MODE="disabled")
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run(
-        [sys.executable, "-m", "serve.cli", "sweep", "--dry-run"],
+        [sys.executable, "-m", "engram.serve.cli", "sweep", "--dry-run"],
         capture_output=True,
         text=True,
         env=env,

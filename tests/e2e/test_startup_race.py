@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from loadtest.restarts import seed_pending_tasks
-from models.api import TaskRequest
-from models.enums import TaskStatus
-from models.settings import Settings
-from storage.database import create_engine
-from storage.keyring import keyring_for
-from storage.metadata import MetadataStore
+from engram.loadtest.restarts import seed_pending_tasks
+from engram.models.api import TaskRequest
+from engram.models.enums import TaskStatus
+from engram.models.settings import Settings
+from engram.storage.database import create_engine
+from engram.storage.keyring import keyring_for
+from engram.storage.metadata import MetadataStore
 from tests.e2e.conftest import RunningApp
 
 pytestmark = pytest.mark.e2e
@@ -38,8 +38,8 @@ def _settings(data_dir: Path, app_name: str, **serve: Any) -> Settings:
 def _start_shard(settings: Settings) -> Any:
     import ray
 
-    from models.rules.sharding import shard_name
-    from serve.shard import ShardActor
+    from engram.models.rules.sharding import shard_name
+    from engram.serve.shard import ShardActor
 
     shard = ShardActor.options(  # type: ignore[attr-defined]
         name=shard_name(settings.serve.app_name, 0), num_cpus=0
@@ -73,7 +73,7 @@ def test_a_shard_started_before_extraction_exists_waits_for_it(
     import ray
     from ray import serve
 
-    from serve.extraction import ExtractionDeployment
+    from engram.serve.extraction import ExtractionDeployment
 
     settings = _settings(tmp_path / "data", "engram-race")
     task_ids = asyncio.run(seed_pending_tasks(settings, ["race-user"], 3))

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from lifecycle.archive import ColdArchive, S3ObjectStore, build_archive, user_prefix
-from models.settings import Settings
+from engram.lifecycle.archive import ColdArchive, S3ObjectStore, build_archive, user_prefix
+from engram.models.settings import Settings
 from tests.support.archive import cipher, item, roundtrip
 from tests.support.net import free_port
 

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from models.settings import Settings
-from storage.stores import Stores
+from engram.models.settings import Settings
+from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.privacy_app import PrivacyApp, privacy_app
 
@@ -187,9 +187,9 @@ async def test_a_user_bound_key_acts_for_its_user_only(app: PrivacyApp) -> None:
 async def test_an_authenticator_that_cannot_be_had_refuses_instead_of_letting_through(
     app: PrivacyApp,
 ) -> None:
-    from models.errors import EngramError, ErrorCode
-    from serve.auth import Authenticator
-    from serve.http_app import build_http_app
+    from engram.models.errors import EngramError, ErrorCode
+    from engram.serve.auth import Authenticator
+    from engram.serve.http_app import build_http_app
 
     with pytest.raises(TypeError):
         build_http_app(lambda: app.gate)  # type: ignore[call-arg,arg-type,return-value]

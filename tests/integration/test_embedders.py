@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from models.settings import EmbedderSettings
-from storage.embedders import (
+from engram.models.settings import EmbedderSettings
+from engram.storage.embedders import (
     USE_DIM,
     EmbeddingError,
     SentenceTransformerEmbedder,

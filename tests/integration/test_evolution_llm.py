@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from actors.engines.openai_engine import OpenAIEngine
-from actors.memory_service import MemoryService
-from models.api import AddRequest, Decision
-from models.enums import Status
-from models.errors import EngramError, ErrorCode
-from models.settings import Settings
-from storage.stores import Stores
+from engram.actors.engines.openai_engine import OpenAIEngine
+from engram.actors.memory_service import MemoryService
+from engram.models.api import AddRequest, Decision
+from engram.models.enums import Status
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.settings import Settings
+from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.chat_server import Reply, chat_server, is_extraction
 

@@ -9,14 +9,14 @@ from typing import Any
 import httpx
 import pytest
 
-from actors.memory_service import MemoryService
-from actors.write_path import WritePath
-from models.api import AddStructuredRequest, RecallRequest
-from models.settings import Settings
-from serve.client import AsyncEngramClient, EngramApiError
-from serve.envelope import TRACE_HEADER
-from serve.http_app import build_http_app
-from serve.local_backend import LocalBackend
+from engram.actors.memory_service import MemoryService
+from engram.actors.write_path import WritePath
+from engram.models.api import AddStructuredRequest, RecallRequest
+from engram.models.settings import Settings
+from engram.serve.client import AsyncEngramClient, EngramApiError
+from engram.serve.envelope import TRACE_HEADER
+from engram.serve.http_app import build_http_app
+from engram.serve.local_backend import LocalBackend
 from tests.support.auth import AUTH_OFF
 
 pytestmark = pytest.mark.integration

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from actors.memory_service import MemoryService
-from models.api import AddRequest, Decision, HistoryRequest, RecallRequest
-from models.enums import OpType, Ownership, Status
-from storage.stores import Stores
+from engram.actors.memory_service import MemoryService
+from engram.models.api import AddRequest, Decision, HistoryRequest, RecallRequest
+from engram.models.enums import OpType, Ownership, Status
+from engram.storage.stores import Stores
 
 pytestmark = pytest.mark.integration
 

@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from actors.engines.base import Engine
-from actors.memory_service import MemoryService
-from models.api import AddRequest
-from models.enums import Ownership
-from models.settings import Settings
-from storage.stores import Stores
+from engram.actors.engines.base import Engine
+from engram.actors.memory_service import MemoryService
+from engram.models.api import AddRequest
+from engram.models.enums import Ownership
+from engram.models.settings import Settings
+from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 
 pytestmark = [
@@ -32,7 +32,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 async def local_engine() -> AsyncIterator[Engine]:
-    from actors.engines.local_engine import LocalEngine
+    from engram.actors.engines.local_engine import LocalEngine
 
     engine = LocalEngine(threads=1)
     yield engine

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from models.settings import Settings
-from storage.stores import Stores
-from storage.vectors import VectorScope
+from engram.models.settings import Settings
+from engram.storage.stores import Stores
+from engram.storage.vectors import VectorScope
 from tests.conftest import ManualClock
 from tests.support.privacy_app import PrivacyApp, privacy_app
 

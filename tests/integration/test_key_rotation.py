@@ -15,22 +15,22 @@ import pytest
 import yaml
 from sqlalchemy import func, select
 
-from models.api import AddStructuredRequest, HistoryRequest
-from models.enums import MemType, Ownership
-from models.settings import Settings
-from storage.crypto import (
+from engram.models.api import AddStructuredRequest, HistoryRequest
+from engram.models.enums import MemType, Ownership
+from engram.models.settings import Settings
+from engram.storage.crypto import (
     DecryptionError,
     LocalKeyFileProvider,
     key_fingerprint,
     next_key_file,
     read_key_file,
 )
-from storage.database import create_engine
-from storage.keyring import KeyRing
-from storage.metadata import MetadataStore
-from storage.migrate import upgrade
-from storage.schema import user_keys
-from storage.stores import open_stores
+from engram.storage.database import create_engine
+from engram.storage.keyring import KeyRing
+from engram.storage.metadata import MetadataStore
+from engram.storage.migrate import upgrade
+from engram.storage.schema import user_keys
+from engram.storage.stores import open_stores
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ READERS = ["reader-a", "reader-b", "zz-reader"]
 
 async def _seed(settings: Settings) -> dict[str, str]:
     """Memories for a few users, and data keys for many more; memory id -> user id."""
-    from actors.memory_service import MemoryService
+    from engram.actors.memory_service import MemoryService
 
     stores = await open_stores(settings)
     try:
@@ -95,7 +95,7 @@ async def _contents(settings: Settings, owned: dict[str, str]) -> set[str]:
 def _rotate(config: Path, *extra: str) -> subprocess.Popen[str]:
     env = dict(os.environ, ENGRAM_CONFIG=str(config), PYTHONUNBUFFERED="1")
     return subprocess.Popen(
-        [sys.executable, "-m", "serve.cli", "keys", "rotate", *extra],
+        [sys.executable, "-m", "engram.serve.cli", "keys", "rotate", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -171,8 +171,8 @@ def test_history_reads_through_a_provider_that_learns_of_the_rotation(tmp_path: 
     settings = Settings(storage={"data_dir": tmp_path / "data"})
 
     async def scenario() -> str | None:
-        from actors.memory_service import MemoryService
-        from storage.key_rotation import rotate_master_key
+        from engram.actors.memory_service import MemoryService
+        from engram.storage.key_rotation import rotate_master_key
 
         stores = await open_stores(settings)
         try:

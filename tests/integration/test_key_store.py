@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from models.settings import Settings
-from storage.database import create_engine
-from storage.keyring import keyring_for
-from storage.metadata import MetadataStore
-from storage.migrate import upgrade
-from storage.stores import Stores, open_stores
+from engram.models.settings import Settings
+from engram.storage.database import create_engine
+from engram.storage.keyring import keyring_for
+from engram.storage.metadata import MetadataStore
+from engram.storage.migrate import upgrade
+from engram.storage.stores import Stores, open_stores
 from tests.conftest import ManualClock
 from tests.support.privacy_app import privacy_app
 
@@ -97,8 +97,8 @@ def test_rotation_rewraps_the_keys_in_the_key_store(tmp_path: Path, clock: Manua
 
     import yaml
 
-    from serve.cli import main
-    from storage.crypto import key_fingerprint, read_key_file
+    from engram.serve.cli import main
+    from engram.storage.crypto import key_fingerprint, read_key_file
 
     keys_url = f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}"
     storage = {"data_dir": str(tmp_path / "data"), "key_database_url": keys_url}

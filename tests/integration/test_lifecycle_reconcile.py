@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actors.memory_service import MemoryService
-from lifecycle.archive import ArchivedItem, ColdArchive, LocalDirObjectStore
-from lifecycle.context import LifecycleStores
-from lifecycle.reconcile import reconcile_user
-from models.ids import new_id
-from models.settings import Settings
-from storage.stores import Stores
-from storage.vectors import vector_record
+from engram.actors.memory_service import MemoryService
+from engram.lifecycle.archive import ArchivedItem, ColdArchive, LocalDirObjectStore
+from engram.lifecycle.context import LifecycleStores
+from engram.lifecycle.reconcile import reconcile_user
+from engram.models.ids import new_id
+from engram.models.settings import Settings
+from engram.storage.stores import Stores
+from engram.storage.vectors import vector_record
 from tests.support.service import remember
 
 pytestmark = pytest.mark.integration

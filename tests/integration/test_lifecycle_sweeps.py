@@ -11,21 +11,21 @@ import numpy as np
 import pytest
 from sqlalchemy import insert, select
 
-from actors.mailbox import MailboxHost
-from actors.memory_service import MemoryService
-from lifecycle.archive import ColdArchive, LocalDirObjectStore
-from lifecycle.archive_vectors import ArchiveBackedVectors
-from lifecycle.context import LifecycleStores
-from lifecycle.plan import SweepCounts
-from lifecycle.restore import restore_memory
-from lifecycle.sweeps import Sweeper, sweep_users
-from models.api import ChangeLogRequest, DeleteRequest, HistoryRequest, RecallRequest
-from models.domain import Memory
-from models.enums import MemType, OpType, Status
-from models.errors import EngramError, ErrorCode
-from models.settings import Settings
-from storage.schema import change_log, switches
-from storage.stores import Stores
+from engram.actors.mailbox import MailboxHost
+from engram.actors.memory_service import MemoryService
+from engram.lifecycle.archive import ColdArchive, LocalDirObjectStore
+from engram.lifecycle.archive_vectors import ArchiveBackedVectors
+from engram.lifecycle.context import LifecycleStores
+from engram.lifecycle.plan import SweepCounts
+from engram.lifecycle.restore import restore_memory
+from engram.lifecycle.sweeps import Sweeper, sweep_users
+from engram.models.api import ChangeLogRequest, DeleteRequest, HistoryRequest, RecallRequest
+from engram.models.domain import Memory
+from engram.models.enums import MemType, OpType, Status
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.settings import Settings
+from engram.storage.schema import change_log, switches
+from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.service import remember
 

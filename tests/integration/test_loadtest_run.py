@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from loadtest.run import run
+from engram.loadtest.run import run
 
 pytestmark = pytest.mark.integration
 

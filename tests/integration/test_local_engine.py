@@ -14,9 +14,9 @@ from datetime import date
 
 import pytest
 
-from actors.engines.base import EngineError, StructuredRequest
-from actors.prompts import evolution_messages, extraction_messages
-from actors.tasks import EVOLVE_TASK, EXTRACT_TASK, EvolutionOutput, ExtractionOutput
+from engram.actors.engines.base import EngineError, StructuredRequest
+from engram.actors.prompts import evolution_messages, extraction_messages
+from engram.actors.tasks import EVOLVE_TASK, EXTRACT_TASK, EvolutionOutput, ExtractionOutput
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +25,7 @@ if importlib.util.find_spec("xllamacpp") is None:
         "xllamacpp is not installed (extra [local]; `make install` installs it)", allow_module_level=True
     )
 
-from actors.engines.local_engine import LocalEngine, smollm2_model_path  # noqa: E402
+from engram.actors.engines.local_engine import LocalEngine, smollm2_model_path  # noqa: E402
 
 if smollm2_model_path() is None:
     pytest.skip(

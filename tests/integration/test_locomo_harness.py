@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from models.settings import Settings
-from serve import cli
-from serve.evaluation import locomo
-from serve.evaluation.locomo import EvalOptions, evaluate, load_locomo, memory_contents
-from storage.embedders import Embedder
+from engram.models.settings import Settings
+from engram.serve import cli
+from engram.serve.evaluation import locomo
+from engram.serve.evaluation.locomo import EvalOptions, evaluate, load_locomo, memory_contents
+from engram.storage.embedders import Embedder
 
 pytestmark = pytest.mark.integration
 

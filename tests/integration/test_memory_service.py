@@ -9,8 +9,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from actors.memory_service import MemoryService
-from models.api import (
+from engram.actors.memory_service import MemoryService
+from engram.models.api import (
     AddRequest,
     BatchDeleteRequest,
     ChangeLogRequest,
@@ -19,10 +19,10 @@ from models.api import (
     RecallRequest,
     UpdateRequest,
 )
-from models.enums import Level, MemType, OpType, Ownership, Status
-from models.errors import EngramError, ErrorCode
-from models.settings import Settings
-from storage.stores import Stores
+from engram.models.enums import Level, MemType, OpType, Ownership, Status
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.settings import Settings
+from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.service import recall_ids, remember
 

@@ -11,15 +11,15 @@ from alembic.migration import MigrationContext
 from sqlalchemy import select, text
 from sqlalchemy.engine import Connection
 
-from models.domain import Memory
-from models.enums import Level, OpSource, OpType, Status
-from models.ids import new_id
-from storage.crypto import LocalKeyFileProvider
-from storage.database import create_engine
-from storage.keyring import KeyRing
-from storage.metadata import MetadataStore
-from storage.migrate import upgrade
-from storage.schema import change_log, memories, metadata
+from engram.models.domain import Memory
+from engram.models.enums import Level, OpSource, OpType, Status
+from engram.models.ids import new_id
+from engram.storage.crypto import LocalKeyFileProvider
+from engram.storage.database import create_engine
+from engram.storage.keyring import KeyRing
+from engram.storage.metadata import MetadataStore
+from engram.storage.migrate import upgrade
+from engram.storage.schema import change_log, memories, metadata
 from tests.conftest import POSTGRES_TEST_DB
 from tests.support.memories import build_memory
 

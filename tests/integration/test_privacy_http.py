@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from lifecycle.sweeps import Sweeper
-from models.settings import Settings
-from storage.crypto import LocalKeyFileProvider
-from storage.keyring import KeyRing
-from storage.metadata import MetadataStore
-from storage.schema import capacity_counters, change_log, memories, user_keys, write_tasks
-from storage.stores import Stores, open_stores
+from engram.lifecycle.sweeps import Sweeper
+from engram.models.settings import Settings
+from engram.storage.crypto import LocalKeyFileProvider
+from engram.storage.keyring import KeyRing
+from engram.storage.metadata import MetadataStore
+from engram.storage.schema import capacity_counters, change_log, memories, user_keys, write_tasks
+from engram.storage.stores import Stores, open_stores
 from tests.conftest import ManualClock
 from tests.support.privacy_app import PrivacyApp, privacy_app
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from actors.memory_service import MemoryService
-from actors.snapshot import SnapshotCache
-from models.api import DeleteRequest
-from storage.privacy_queries import set_switch
-from storage.quick_reads import BOOKKEEPING_SQL, QuickReader, open_quick_reader
-from storage.stores import Stores
+from engram.actors.memory_service import MemoryService
+from engram.actors.snapshot import SnapshotCache
+from engram.models.api import DeleteRequest
+from engram.storage.privacy_queries import set_switch
+from engram.storage.quick_reads import BOOKKEEPING_SQL, QuickReader, open_quick_reader
+from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.service import remember
 

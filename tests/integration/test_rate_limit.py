@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from actors.memory_service import MemoryService
-from actors.write_path import WritePath
-from models.settings import Settings
-from serve.http_app import build_http_app
-from serve.local_backend import LocalBackend
-from serve.rate_limit import RateLimitedBackend, RateLimiter
+from engram.actors.memory_service import MemoryService
+from engram.actors.write_path import WritePath
+from engram.models.settings import Settings
+from engram.serve.http_app import build_http_app
+from engram.serve.local_backend import LocalBackend
+from engram.serve.rate_limit import RateLimitedBackend, RateLimiter
 from tests.support.auth import AUTH_OFF
 
 pytestmark = pytest.mark.integration

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, update
 
-from actors.memory_service import MemoryService
-from models.api import AddRequest, HistoryRequest, RecallRequest
-from models.settings import Settings
-from storage.schema import change_log, memories, user_keys
-from storage.stores import Stores, open_stores
+from engram.actors.memory_service import MemoryService
+from engram.models.api import AddRequest, HistoryRequest, RecallRequest
+from engram.models.settings import Settings
+from engram.storage.schema import change_log, memories, user_keys
+from engram.storage.stores import Stores, open_stores
 from tests.support.service import remember
 
 pytestmark = pytest.mark.integration

@@ -11,21 +11,21 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from actors.engines.base import EngineError, StructuredRequest
-from actors.engines.rules import RulesEngine
-from actors.memory_service import MemoryService
-from actors.session_close import SessionCloser
-from actors.tasks import VALUE_SESSION_TASK, MemoryValue, SessionValuation
-from actors.write_path import WritePath
-from lifecycle.archive import ColdArchive, LocalDirObjectStore
-from lifecycle.context import LifecycleStores
-from lifecycle.sweeps import Sweeper, run_inline, sweep_users
-from models.api import SessionCloseRequest
-from models.enums import Level, OpType, Status
-from models.settings import Settings
-from serve.http_app import build_http_app
-from serve.local_backend import LocalBackend
-from storage.stores import Stores
+from engram.actors.engines.base import EngineError, StructuredRequest
+from engram.actors.engines.rules import RulesEngine
+from engram.actors.memory_service import MemoryService
+from engram.actors.session_close import SessionCloser
+from engram.actors.tasks import VALUE_SESSION_TASK, MemoryValue, SessionValuation
+from engram.actors.write_path import WritePath
+from engram.lifecycle.archive import ColdArchive, LocalDirObjectStore
+from engram.lifecycle.context import LifecycleStores
+from engram.lifecycle.sweeps import Sweeper, run_inline, sweep_users
+from engram.models.api import SessionCloseRequest
+from engram.models.enums import Level, OpType, Status
+from engram.models.settings import Settings
+from engram.serve.http_app import build_http_app
+from engram.serve.local_backend import LocalBackend
+from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.auth import AUTH_OFF
 from tests.support.service import recall_ids, remember

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from actors.memory_service import MemoryService
-from actors.snapshot import SnapshotCache
-from models.api import DeleteRequest
-from storage.stores import Stores
+from engram.actors.memory_service import MemoryService
+from engram.actors.snapshot import SnapshotCache
+from engram.models.api import DeleteRequest
+from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.service import remember
 

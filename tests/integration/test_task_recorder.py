@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import func, select
 
-from actors.task_recorder import TaskRecorder
-from models.domain import WriteTask
-from models.enums import TaskStatus
-from models.ids import new_id
-from storage.schema import write_tasks
-from storage.stores import Stores
+from engram.actors.task_recorder import TaskRecorder
+from engram.models.domain import WriteTask
+from engram.models.enums import TaskStatus
+from engram.models.ids import new_id
+from engram.storage.schema import write_tasks
+from engram.storage.stores import Stores
 
 pytestmark = pytest.mark.integration
 

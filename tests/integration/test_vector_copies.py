@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from actors.memory_service import MemoryService
-from actors.snapshot import SnapshotCache
-from models.api import DeleteRequest
-from models.enums import Level, MemType, Ownership
-from storage import vector_copies
-from storage.metadata import MetadataStore, MetadataTx
-from storage.quick_reads import open_quick_reader
-from storage.schema import memory_vectors
-from storage.stores import Stores
-from storage.vector_copies import CopyingVectorStore
-from storage.vectors import VectorRecord
+from engram.actors.memory_service import MemoryService
+from engram.actors.snapshot import SnapshotCache
+from engram.models.api import DeleteRequest
+from engram.models.enums import Level, MemType, Ownership
+from engram.storage import vector_copies
+from engram.storage.metadata import MetadataStore, MetadataTx
+from engram.storage.quick_reads import open_quick_reader
+from engram.storage.schema import memory_vectors
+from engram.storage.stores import Stores
+from engram.storage.vector_copies import CopyingVectorStore
+from engram.storage.vectors import VectorRecord
 from tests.conftest import ManualClock
 from tests.support.service import remember
 

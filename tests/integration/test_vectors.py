@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.enums import Level, MemType, Ownership
-from models.ids import new_id
-from storage.vectors import MilvusVectorStore, VectorRecord, VectorScope, VectorStore, scope_key
+from engram.models.enums import Level, MemType, Ownership
+from engram.models.ids import new_id
+from engram.storage.vectors import MilvusVectorStore, VectorRecord, VectorScope, VectorStore, scope_key
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,9 @@ from datetime import date
 
 import pytest
 
-from actors.engines.base import StructuredRequest
-from actors.prompts import evolution_messages, extraction_messages
-from actors.tasks import EVOLVE_TASK, EXTRACT_TASK, EvolutionOutput, ExtractionOutput
+from engram.actors.engines.base import StructuredRequest
+from engram.actors.prompts import evolution_messages, extraction_messages
+from engram.actors.tasks import EVOLVE_TASK, EXTRACT_TASK, EvolutionOutput, ExtractionOutput
 
 pytestmark = [pytest.mark.integration, pytest.mark.gpu]
 
@@ -36,7 +36,7 @@ _reason = _unavailable()
 if _reason:
     pytest.skip(_reason, allow_module_level=True)
 
-from actors.engines.vllm_engine import VllmEngine  # noqa: E402
+from engram.actors.engines.vllm_engine import VllmEngine  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import select
 
-from actors.engines.base import Engine, EngineError, StructuredRequest
-from actors.engines.factory import engine_from_settings
-from actors.mailbox import MailboxHost
-from actors.memory_service import MemoryService
-from actors.write_path import KIND_ADD, WritePath
-from models.api import (
+from engram.actors.engines.base import Engine, EngineError, StructuredRequest
+from engram.actors.engines.factory import engine_from_settings
+from engram.actors.mailbox import MailboxHost
+from engram.actors.memory_service import MemoryService
+from engram.actors.write_path import KIND_ADD, WritePath
+from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
     BatchDeleteRequest,
@@ -25,15 +25,15 @@ from models.api import (
     TaskAccepted,
     UpdateRequest,
 )
-from models.domain import WriteTask
-from models.enums import MemType, OpType, Ownership, TaskStatus
-from models.errors import EngramError, ErrorCode
-from models.ids import new_id
-from models.settings import Settings
-from storage.embedders import Embedder
-from storage.metadata import MetadataStore
-from storage.schema import write_tasks
-from storage.stores import Stores, open_stores
+from engram.models.domain import WriteTask
+from engram.models.enums import MemType, OpType, Ownership, TaskStatus
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.ids import new_id
+from engram.models.settings import Settings
+from engram.storage.embedders import Embedder
+from engram.storage.metadata import MetadataStore
+from engram.storage.schema import write_tasks
+from engram.storage.stores import Stores, open_stores
 from tests.conftest import ManualClock
 
 pytestmark = pytest.mark.integration

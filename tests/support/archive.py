@@ -6,8 +6,8 @@ import os
 
 import numpy as np
 
-from lifecycle.archive import ArchivedItem, ColdArchive
-from storage.crypto import ContentCipher
+from engram.lifecycle.archive import ArchivedItem, ColdArchive
+from engram.storage.crypto import ContentCipher
 
 
 def cipher(user_id: str) -> ContentCipher:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from models.settings import AuthSettings
-from serve.auth import Authenticator
+from engram.models.settings import AuthSettings
+from engram.serve.auth import Authenticator
 
 AUTH_OFF = Authenticator(AuthSettings())
 """No keys configured: authentication deliberately off, as on a loopback-only development server."""

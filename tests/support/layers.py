@@ -17,6 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LAYERS: dict[str, int] = {"models": 0, "storage": 1, "actors": 2, "lifecycle": 2, "serve": 3, "loadtest": 4}
+# Installed, the layers are subpackages of the import root (engram.models, ...); the folders of
+# the repository are the layers themselves.
+ROOT_PACKAGE = "engram."
+
+
+def _local(name: str) -> str:
+    """``engram.serve.auth`` -> ``serve.auth`` (the folder the module lives in)."""
+    return name.removeprefix(ROOT_PACKAGE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +45,12 @@ def imported_packages(source: str, module: str) -> Iterator[tuple[int, str]]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield node.lineno, alias.name.split(".")[0]
+                yield node.lineno, _local(alias.name).split(".")[0]
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: inside the importer's own package
                 yield node.lineno, module.split(".")[0]
             elif node.module:
-                yield node.lineno, node.module.split(".")[0]
+                yield node.lineno, _local(node.module).split(".")[0]
 
 
 def breaches(root: Path) -> list[Breach]:
@@ -70,13 +78,13 @@ def _module_imports(root: Path, path: Path) -> set[str]:
 
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if known(a.name))
+            found.update(_local(a.name) for a in node.names if known(_local(a.name)))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 parent = module.split(".")[: -node.level] if path.name != "__init__.py" else module.split(".")
                 base = ".".join([*parent, *([node.module] if node.module else [])])
             else:
-                base = node.module or ""
+                base = _local(node.module or "")
             for alias in node.names:
                 name = f"{base}.{alias.name}"
                 if known(name):

@@ -6,8 +6,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from models.domain import Memory
-from models.enums import Level, MemType, Ownership
+from engram.models.domain import Memory
+from engram.models.enums import Level, MemType, Ownership
 
 
 def build_memory(at: datetime, **fields: Any) -> Memory:

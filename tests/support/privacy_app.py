@@ -15,17 +15,17 @@ import httpx
 import numpy as np
 from pydantic import BaseModel
 
-from actors.engines.base import Engine, EngineError, StructuredRequest
-from actors.engines.factory import engine_from_settings
-from actors.memory_service import MemoryService
-from actors.write_path import WritePath
-from models.settings import Settings
-from serve.auth import Authenticator
-from serve.gate import GatedBackend
-from serve.http_app import build_http_app
-from serve.local_backend import LocalBackend
-from storage.embedders import Embedder
-from storage.stores import Stores
+from engram.actors.engines.base import Engine, EngineError, StructuredRequest
+from engram.actors.engines.factory import engine_from_settings
+from engram.actors.memory_service import MemoryService
+from engram.actors.write_path import WritePath
+from engram.models.settings import Settings
+from engram.serve.auth import Authenticator
+from engram.serve.gate import GatedBackend
+from engram.serve.http_app import build_http_app
+from engram.serve.local_backend import LocalBackend
+from engram.storage.embedders import Embedder
+from engram.storage.stores import Stores
 
 V1 = "/memory/v1"
 

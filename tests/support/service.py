@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.memory_service import MemoryService
-from models.api import AddStructuredRequest, MemoryCreated, RecallRequest
-from models.enums import MemType, Ownership
+from engram.actors.memory_service import MemoryService
+from engram.models.api import AddStructuredRequest, MemoryCreated, RecallRequest
+from engram.models.enums import MemType, Ownership
 
 
 async def remember(

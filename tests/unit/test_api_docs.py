@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from serve.api_docs import render
-from serve.http_app import build_http_app
+from engram.serve.api_docs import render
+from engram.serve.http_app import build_http_app
 
 pytestmark = pytest.mark.unit
 
@@ -16,7 +16,7 @@ API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 def test_api_doc_is_up_to_date() -> None:
     app = build_http_app(lambda: None, auth=lambda: None)  # type: ignore[arg-type,return-value]
-    assert API_MD.read_text() == render(app.openapi()), "run: python -m serve.api_docs > docs/api.md"
+    assert API_MD.read_text() == render(app.openapi()), "run: python -m engram.serve.api_docs > docs/api.md"
 
 
 def test_every_contract_route_is_documented() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from models.api import (
+from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
     BatchDeleteRequest,
@@ -13,7 +13,7 @@ from models.api import (
     RecallRequest,
     UpdateRequest,
 )
-from models.errors import ErrorCode
+from engram.models.errors import ErrorCode
 
 pytestmark = pytest.mark.unit
 

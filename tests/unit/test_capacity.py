@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.rules.capacity import (
+from engram.models.rules.capacity import (
     GLOBAL_DIMENSION,
     TOTAL_DIMENSION,
     EvictionCandidate,
@@ -23,7 +23,7 @@ from models.rules.capacity import (
     limit_for,
     select_victims,
 )
-from models.settings import CapacitySettings, Settings
+from engram.models.settings import CapacitySettings, Settings
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.crypto import ContentCipher, DecryptionError, LocalKeyFileProvider, seal, unseal
+from engram.storage.crypto import ContentCipher, DecryptionError, LocalKeyFileProvider, seal, unseal
 
 pytestmark = pytest.mark.unit
 

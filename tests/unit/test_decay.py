@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.enums import MemType, Ownership
-from models.rules.decay import (
+from engram.models.enums import MemType, Ownership
+from engram.models.rules.decay import (
     decayed_weight,
     initial_weight,
     is_decay_exempt,
     merged_weight,
     recovered_weight,
 )
-from models.settings import DecaySettings, InitialWeights, Settings
+from engram.models.settings import DecaySettings, InitialWeights, Settings
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from serve.evaluation.metrics import (
+from engram.serve.evaluation.metrics import (
     ScoreCard,
     hit_at_k,
     latency_summary,

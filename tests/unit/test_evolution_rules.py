@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.evolution_rules import Candidate, NewFact, RuleDecision, contradicts, decide
+from engram.actors.evolution_rules import Candidate, NewFact, RuleDecision, contradicts, decide
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from serve.handle_lookup import DeploymentNotRegisteredError, LazyDeploymentHandle
+from engram.serve.handle_lookup import DeploymentNotRegisteredError, LazyDeploymentHandle
 from tests.conftest import ManualMonotonic
 
 pytestmark = pytest.mark.unit
@@ -54,7 +54,7 @@ async def test_an_unregistered_deployment_is_waited_for_with_a_logged_backoff(
     registry = Registry(unknown_for=4)
     waits: list[float] = []
     lazy = _lazy(registry, ManualMonotonic(), waits, wait_s=60)
-    with caplog.at_level(logging.WARNING, logger="serve.handle_lookup"):
+    with caplog.at_level(logging.WARNING, logger="engram.serve.handle_lookup"):
         assert await lazy.get() == "handle"
     assert registry.lookups == 5
     assert waits == [0.2, 0.4, 0.8, 1.6]

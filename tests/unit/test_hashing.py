@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.hashing import content_hash, normalise_content
+from engram.models.hashing import content_hash, normalise_content
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from actors.hit_buffer import HitBuffer, RecallHits
+from engram.actors.hit_buffer import HitBuffer, RecallHits
 
 pytestmark = pytest.mark.unit
 

@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from actors import isolation
-from models.api import RecallRequest
-from models.domain import Memory
-from models.enums import Level, Ownership, Status
-from models.errors import EngramError, ErrorCode
+from engram.actors import isolation
+from engram.models.api import RecallRequest
+from engram.models.domain import Memory
+from engram.models.enums import Level, Ownership, Status
+from engram.models.errors import EngramError, ErrorCode
 from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.unit

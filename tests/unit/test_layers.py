@@ -25,11 +25,11 @@ def test_the_project_keeps_its_layers() -> None:
 
 def test_upward_and_sideways_imports_are_found_deferred_ones_too(tmp_path: Path) -> None:
     files = {
-        "models/rules/decay.py": "import math\nfrom models.domain import Memory\n",
-        "models/api.py": "from storage.vectors import VectorRecord\n",
-        "actors/ingest.py": "from models.rules import decay\nfrom lifecycle.sweeps import Sweeper\n",
-        "lifecycle/job.py": "def run():\n    from serve.shard import ShardActor\n",
-        "serve/cli.py": "import loadtest.run\nfrom . import auth\n",
+        "models/rules/decay.py": "import math\nfrom engram.models.domain import Memory\n",
+        "models/api.py": "from engram.storage.vectors import VectorRecord\n",
+        "actors/ingest.py": "from models.rules import decay\nfrom engram.lifecycle.sweeps import Sweeper\n",
+        "lifecycle/job.py": "def run():\n    from engram.serve.shard import ShardActor\n",
+        "serve/cli.py": "import engram.loadtest.run\nfrom . import auth\n",
         "loadtest/run.py": "from serve.app import deploy\n",
     }
     _write_tree(tmp_path, files)
@@ -47,9 +47,9 @@ def test_upward_and_sideways_imports_are_found_deferred_ones_too(tmp_path: Path)
 def test_import_cycles_are_found_deferred_imports_included(tmp_path: Path) -> None:
     files = {
         "serve/__init__.py": "",
-        "serve/http_app.py": "from serve.auth import AuthGuard\n",
+        "serve/http_app.py": "from engram.serve.auth import AuthGuard\n",
         "serve/auth.py": "def refuse():\n    from serve.http_app import envelope\n",
-        "serve/client.py": "from serve import privacy_client\n",
+        "serve/client.py": "from engram.serve import privacy_client\n",
         "serve/privacy_client.py": "from .client import Call\n",
         "serve/leaf.py": "from serve.http_app import app\n",
     }

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.lexical import Bm25Index, entity_overlap, fuse, stem, tokenize
+from engram.actors.lexical import Bm25Index, entity_overlap, fuse, stem, tokenize
 
 pytestmark = pytest.mark.unit
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from lifecycle.archive import (
+from engram.lifecycle.archive import (
     ColdArchive,
     LocalDirObjectStore,
     S3ObjectStore,
     build_archive,
     user_prefix,
 )
-from models.settings import Settings
+from engram.models.settings import Settings
 from tests.support.archive import roundtrip
 
 pytestmark = pytest.mark.unit

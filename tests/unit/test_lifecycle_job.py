@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lifecycle.job import batches, partition, sweep_partition_body
-from lifecycle.plan import SweepCounts
-from lifecycle.sweeps import run_inline, sweep_users
-from models.rules.sharding import shard_of
-from models.settings import Settings
+from engram.lifecycle.job import batches, partition, sweep_partition_body
+from engram.lifecycle.plan import SweepCounts
+from engram.lifecycle.sweeps import run_inline, sweep_users
+from engram.models.rules.sharding import shard_of
+from engram.models.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -47,7 +47,7 @@ def test_a_partition_sends_each_batch_to_the_shard_that_owns_its_users() -> None
 
 
 def test_the_cli_offers_sweep_with_dry_run() -> None:
-    from serve.cli import _sweep, build_parser
+    from engram.serve.cli import _sweep, build_parser
 
     args = build_parser().parse_args(["sweep", "--dry-run"])
     assert (args.func, args.dry_run, args.address) == (_sweep, True, None)

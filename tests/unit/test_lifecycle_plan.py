@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifecycle.plan import Action, SweepCounts, SweepRow, count, decide
-from lifecycle.reconcile import counter_drift, expected_counters
-from models.enums import Status
-from models.settings import Settings
+from engram.lifecycle.plan import Action, SweepCounts, SweepRow, count, decide
+from engram.lifecycle.reconcile import counter_drift, expected_counters
+from engram.models.enums import Status
+from engram.models.settings import Settings
 
 pytestmark = pytest.mark.unit
 

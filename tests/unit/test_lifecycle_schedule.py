@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifecycle.schedule import DailyScheduler, next_run_at
+from engram.lifecycle.schedule import DailyScheduler, next_run_at
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.unit
 
 def test_locustfile_defines_the_mix() -> None:
     # Parsed, not imported: importing locust monkey-patches the process (gevent) under pytest.
-    from loadtest.run import LOCUSTFILE
+    from engram.loadtest.run import LOCUSTFILE
 
     tree = ast.parse(LOCUSTFILE.read_text())
     [agent] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "EngramAgent"]
@@ -24,7 +24,7 @@ def test_locustfile_defines_the_mix() -> None:
 
 
 def test_seed_texts_are_varied() -> None:
-    from loadtest.seed import fact
+    from engram.loadtest.seed import fact
 
     rng = random.Random(1)
     texts = {fact(rng, n) for n in range(100)}
@@ -32,7 +32,7 @@ def test_seed_texts_are_varied() -> None:
 
 
 def test_poisson_pacing_keeps_the_offered_rate_and_its_schedule() -> None:
-    from loadtest.arrivals import PoissonPacing
+    from engram.loadtest.arrivals import PoissonPacing
 
     clock = ManualMonotonic()
     pacing = PoissonPacing(2.0, rng=random.Random(5), clock=clock)
@@ -50,7 +50,7 @@ def test_poisson_pacing_keeps_the_offered_rate_and_its_schedule() -> None:
 
 
 def test_poisson_pacing_starts_clients_apart_and_catches_up_without_negative_waits() -> None:
-    from loadtest.arrivals import PoissonPacing
+    from engram.loadtest.arrivals import PoissonPacing
 
     clock = ManualMonotonic()
     firsts = {PoissonPacing(1.0, rng=random.Random(seed), clock=clock).wait() for seed in range(20)}
@@ -61,3 +61,21 @@ def test_poisson_pacing_starts_clients_apart_and_catches_up_without_negative_wai
     assert pacing.wait() == 0.0
     with pytest.raises(ValueError, match="positive"):
         PoissonPacing(0)
+
+
+def test_the_fuzz_report_is_json_with_its_counts() -> None:
+    # Regression: dataclasses.asdict rebuilt each Counter from its (key, count) pairs, so the
+    # long run's report died in json.dumps on tuple keys after every request had been sent.
+    import json
+
+    from engram.loadtest.fuzz import FuzzReport
+
+    report = FuzzReport(requests=3, operations=1)
+    report.by_operation["POST /memory/v1/add"] += 3
+    report.statuses[200] += 2
+    report.statuses[400] += 1
+    report.linked_ok["add_to_task"] += 1
+    data = json.loads(json.dumps(report.as_dict()))
+    assert data["by_operation"] == {"POST /memory/v1/add": 3}
+    assert data["statuses"] == {"200": 2, "400": 1}
+    assert data["linked_ok"] == {"add_to_task": 1}

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.mailbox import MailboxClosedError, MailboxHost
+from engram.actors.mailbox import MailboxClosedError, MailboxHost
 
 pytestmark = pytest.mark.unit
 
@@ -137,7 +137,7 @@ class _Records(logging.Handler):
 async def test_errors_go_to_their_submitter_and_the_mailbox_survives() -> None:
     host = MailboxHost(reap_every_s=0)
     records = _Records()
-    logger = logging.getLogger("actors.mailbox")
+    logger = logging.getLogger("engram.actors.mailbox")
     logger.addHandler(records)
     logger.setLevel(logging.WARNING)
 

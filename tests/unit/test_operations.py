@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from models.api import AddRequest, TaskAccepted, TaskRequest
-from serve.auth import Principal, authorize, memory_ids_of
-from serve.client import AsyncEngramClient, EngramClient
-from serve.client_calls import Call
-from serve.http_app import build_http_app
-from serve.local_backend import LocalBackend
-from serve.operations import (
+from engram.models.api import AddRequest, TaskAccepted, TaskRequest
+from engram.serve.auth import Principal, authorize, memory_ids_of
+from engram.serve.client import AsyncEngramClient, EngramClient
+from engram.serve.client_calls import Call
+from engram.serve.http_app import build_http_app
+from engram.serve.local_backend import LocalBackend
+from engram.serve.operations import (
     ACCESS_BY_PATH,
     BY_NAME,
     OPERATIONS,

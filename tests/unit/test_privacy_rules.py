@@ -9,16 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actors.export_files import export_path
-from actors.export_import import Step, decode_vector, encode_vector, exported, parse_line, plan_import
-from actors.privacy import decode_cursor, encode_cursor, exact_counters
-from actors.switches import check_store, gate_recall, is_on
-from models.api import RecallRequest
-from models.domain import ChangeLogEntry, Memory
-from models.enums import Level, OpSource, OpType
-from models.errors import EngramError, ErrorCode
-from models.settings import AuthSettings
-from serve.auth import Authenticator, Principal, authorize, presented_key, startup_notice
+from engram.actors.export_files import export_path
+from engram.actors.export_import import Step, decode_vector, encode_vector, exported, parse_line, plan_import
+from engram.actors.privacy import decode_cursor, encode_cursor, exact_counters
+from engram.actors.switches import check_store, gate_recall, is_on
+from engram.models.api import RecallRequest
+from engram.models.domain import ChangeLogEntry, Memory
+from engram.models.enums import Level, OpSource, OpType
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.settings import AuthSettings
+from engram.serve.auth import Authenticator, Principal, authorize, presented_key, startup_notice
 from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.unit
@@ -138,7 +138,7 @@ def test_authorize_rules() -> None:
 
 
 def test_no_keys_means_loopback_only_and_a_loud_warning(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="serve.auth"):
+    with caplog.at_level(logging.WARNING, logger="engram.serve.auth"):
         assert startup_notice(AuthSettings(), "127.0.0.1") is None
         refusal = startup_notice(AuthSettings(), "0.0.0.0")
     assert refusal is not None and "0.0.0.0" in refusal
@@ -148,7 +148,7 @@ def test_no_keys_means_loopback_only_and_a_loud_warning(caplog: pytest.LogCaptur
 
 
 def test_engram_serve_refuses_a_public_address_without_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    from serve.cli import main
+    from engram.serve.cli import main
 
     assert main(["serve", "--host", "0.0.0.0"]) == 2
     err = capsys.readouterr().err

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.rules.ranking import Ranked, RankInput, cosine_to_relevance, overfetch_limit, rank
-from models.settings import RecallSettings, Settings
+from engram.models.rules.ranking import Ranked, RankInput, cosine_to_relevance, overfetch_limit, rank
+from engram.models.settings import RecallSettings, Settings
 
 pytestmark = pytest.mark.unit
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from models.settings import LimitSettings
-from serve.rate_limit import RateLimiter
+from engram.models.settings import LimitSettings
+from engram.serve.rate_limit import RateLimiter
 from tests.conftest import ManualMonotonic
 
 pytestmark = pytest.mark.unit

@@ -7,8 +7,8 @@ import pickle
 import pytest
 from ray.exceptions import RayTaskError
 
-from models.errors import EngramError, ErrorCode
-from serve.remote_errors import engram_cause, unwrap
+from engram.models.errors import EngramError, ErrorCode
+from engram.serve.remote_errors import engram_cause, unwrap
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from actors.engines.base import EngineError, StructuredRequest
-from actors.engines.remote import RemoteEngine
+from engram.actors.engines.base import EngineError, StructuredRequest
+from engram.actors.engines.remote import RemoteEngine
 
 pytestmark = pytest.mark.unit
 

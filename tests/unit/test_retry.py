@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from models.rules.retry import retry
+from engram.models.rules.retry import retry
 from tests.conftest import ManualMonotonic
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from models.settings import Settings
+from engram.models.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -15,16 +15,16 @@ CONFIG = Path(__file__).resolve().parents[2] / "cluster" / "serve_config.yaml"
 
 
 def test_config_names_both_apps_and_their_deployments() -> None:
-    from serve import app as app_module
-    from serve.http_app import RECALL_PATH
+    from engram.serve import app as app_module
+    from engram.serve.http_app import RECALL_PATH
 
     config = yaml.safe_load(CONFIG.read_text())
     apps = {a["import_path"]: a for a in config["applications"]}
-    assert set(apps) == {"serve.app:app_builder", "serve.app:recall_app_builder"}
+    assert set(apps) == {"engram.serve.app:app_builder", "engram.serve.app:recall_app_builder"}
     for import_path in apps:
         module_name, attribute = import_path.split(":")
         assert module_name == app_module.__name__ and callable(getattr(app_module, attribute))
-    main, recall_app = apps["serve.app:app_builder"], apps["serve.app:recall_app_builder"]
+    main, recall_app = apps["engram.serve.app:app_builder"], apps["engram.serve.app:recall_app_builder"]
     # Nothing is built when the module is imported: the builders build on demand.
     assert not hasattr(app_module, "app") and not hasattr(app_module, "recall_app")
     assert app_module.app_builder({}).__class__.__name__ == "Application"

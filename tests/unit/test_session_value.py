@@ -11,20 +11,20 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from actors.engines.base import EngineError, StructuredRequest
-from actors.engines.rules import RulesEngine
-from actors.prompts import session_value_messages
-from actors.session_value import (
+from engram.actors.engines.base import EngineError, StructuredRequest
+from engram.actors.engines.rules import RulesEngine
+from engram.actors.prompts import session_value_messages
+from engram.actors.session_value import (
     MEMORIES_PER_REQUEST,
     EngineValuer,
     deterministic_value,
     kept_ids,
     value_requests,
 )
-from actors.tasks import VALUE_SESSION_TASK, MemoryValue, SessionValuation
-from models.domain import Memory
-from models.enums import Level
-from models.settings import EvolutionSettings
+from engram.actors.tasks import VALUE_SESSION_TASK, MemoryValue, SessionValuation
+from engram.models.domain import Memory
+from engram.models.enums import Level
+from engram.models.settings import EvolutionSettings
 from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.unit

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from models.enums import MemType, Ownership
-from models.settings import Settings, load_settings
+from engram.models.enums import MemType, Ownership
+from engram.models.settings import Settings, load_settings
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from models.settings import Settings
-from serve.settings_update import apply_overrides
+from engram.models.settings import Settings
+from engram.serve.settings_update import apply_overrides
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from ray.serve.schema import (
     ServeStatus,
 )
 
-from serve.startup_report import deployment_failures
+from engram.serve.startup_report import deployment_failures
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.statements import (
+from engram.actors.statements import (
     attribute,
     classify,
     entities,
@@ -23,7 +23,7 @@ from actors.statements import (
     split_statements,
     to_fact,
 )
-from actors.statements.chitchat import _CHITCHAT_WORDS
+from engram.actors.statements.chitchat import _CHITCHAT_WORDS
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from storage.schema import UTCDateTime
+from engram.storage.schema import UTCDateTime
 
 revision = "0001"
 down_revision = None

@@ -1,0 +1,71 @@
+"""The MCP server on the HTTP app: streamable HTTP at ``/mcp``, stateless with JSON answers (#14).
+
+Stateless, so any ingress replica answers any request (no session to keep). Each tool call runs
+the app's own HTTP routes in process (``httpx.ASGITransport``) with the caller's API key headers:
+the auth guard, tenancy, switches, rate limits and validation apply exactly as over HTTP. The MCP
+session manager runs inside the app's lifespan (Serve runs an ingress app's lifespan).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import Route
+
+from engram.models.errors import EngramError
+from engram.serve.auth import Authenticator, presented_key
+from engram.serve.client import AsyncEngramClient
+from engram.serve.mcp_tools import Credentials, build_mcp_server
+
+MCP_PATH = "/mcp"
+
+
+def add_mcp_route(app: FastAPI, auth: Callable[[], Authenticator]) -> None:
+    """Serve Engram's MCP tools at ``/mcp`` on ``app`` (call once the app's routes exist)."""
+
+    @asynccontextmanager
+    async def clients(credentials: Credentials) -> AsyncIterator[AsyncEngramClient]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://engram.internal", headers=credentials, timeout=60
+        ) as http:
+            yield AsyncEngramClient("http://engram.internal", client=http)
+
+    def bound_user(credentials: Credentials) -> str | None:
+        authenticator = auth()
+        if not authenticator.enabled:
+            return None
+        try:
+            return authenticator.authenticate(presented_key(credentials)).user_id
+        except EngramError:
+            return None  # the call itself is refused with the guard's code
+
+    server = build_mcp_server(clients, bound_user)
+    # With auth off Engram listens on loopback only (P4) and keeps the SDK's DNS-rebinding check
+    # (Host must be 127.0.0.1 / localhost); with keys on, the key is the guard and any Host is fine.
+    security = (
+        None if not auth().enabled else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    )
+    mcp_app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, transport_security=security
+    )
+    # The MCP endpoint as a route of this app (a mount at "/" would answer every unknown path).
+    (endpoint,) = [r for r in mcp_app.routes if isinstance(r, Route) and r.path == MCP_PATH]
+    app.router.routes.append(endpoint)
+    _run_in_lifespan(app, server.session_manager.run)
+
+
+def _run_in_lifespan(app: FastAPI, context: Callable[[], AbstractAsyncContextManager[Any]]) -> None:
+    previous = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(asgi_app: Any) -> AsyncIterator[Any]:
+        async with context(), previous(asgi_app) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
