@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
+import numpy as np
+
 from engram.actors import statements
 from engram.actors.engines.base import Engine
 from engram.actors.engines.factory import engine_from_settings
@@ -25,6 +27,7 @@ from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
     BatchDeleteRequest,
+    BatchItemResult,
     ChangeLogPage,
     ChangeLogRequest,
     Decision,
@@ -49,7 +52,7 @@ from engram.models.rules.records import new_memory, placement
 from engram.models.settings import Settings
 from engram.storage.admission import admit, check_important_mark
 from engram.storage.embedders import Embedder
-from engram.storage.metadata import MetadataStore
+from engram.storage.metadata import MetadataStore, MetadataTx
 from engram.storage.vectors import VectorStore, vector_record
 
 log = logging.getLogger(__name__)
@@ -97,45 +100,93 @@ class MemoryService:
     ) -> MemoryCreated:
         """Store one ready memory (W6): dedup by content hash, enforce capacity, embed, log."""
         now = self.clock()
-        level, app_id = placement(request.level, request.app_id, request.session_id)
         [vector] = await self.embedder.embed([request.content])
         async with self.metadata.transaction() as tx:
-            cipher = await tx.cipher(request.user_id)
-            digest = content_hash(request.content, cipher.hash_key)
-            for existing in await tx.find_by_hash(request.user_id, digest):
-                if (existing.app_id, existing.level, existing.session_id, existing.ownership) == (
-                    app_id,
-                    level,
-                    request.session_id,
-                    request.ownership,
-                ):
-                    return MemoryCreated(memory_id=existing.memory_id)
-            memory = new_memory(
-                self.settings.weights,
-                user_id=request.user_id,
-                app_id=app_id,
-                level=level,
-                session_id=request.session_id,
-                ownership=request.ownership,
-                mem_type=request.mem_type,
-                content=request.content,
-                content_hash=digest,
-                embedding_model=self.embedder.model_name,
-                now=now,
-                valid_at=request.valid_at,
-                is_important=request.is_important,
-                expire_at=request.expire_at,
-                source_msg_id=request.source_msg_id,
-                custom_tags=request.custom_tags,
-                entities=statements.entities(request.content),
-                source_type="structured",
-            )
-            evicted = await admit(tx, self.settings, memory, op_source, "add_structured", now)
-            await tx.bump_version(memory.user_id)
+            memory_id, memory, evicted = await self._admit_structured(tx, request, op_source, now)
+            if memory is not None:
+                await tx.bump_version(memory.user_id)
         if evicted:
             await self.vectors.delete(evicted)
-        await self.vectors.upsert([vector_record(memory, vector)])
-        return MemoryCreated(memory_id=memory.memory_id)
+        if memory is not None:
+            await self.vectors.upsert([vector_record(memory, vector)])
+        return MemoryCreated(memory_id=memory_id)
+
+    async def add_structured_batch(
+        self, requests: Sequence[AddStructuredRequest], *, op_source: OpSource = OpSource.USER
+    ) -> list[BatchItemResult]:
+        """Store ready memories of one user in order, as if one by one, in one transaction: one
+        embedding call, one vector upsert; an item refused (42901, 42902) is rolled back alone."""
+        if not requests:
+            return []
+        now = self.clock()
+        vectors = await self.embedder.embed([r.content for r in requests])
+        results: list[BatchItemResult] = []
+        stored: list[tuple[Memory, np.ndarray]] = []
+        evicted: list[str] = []
+        async with self.metadata.transaction() as tx:
+            # The user's key first, outside every savepoint: a first use creates it, and a rolled
+            # back item must not take the key of the items after it with it.
+            await tx.cipher(requests[0].user_id)
+            for index, (request, vector) in enumerate(zip(requests, vectors, strict=True)):
+                try:
+                    # A savepoint per item: a refusal undoes that item's eviction and insert only.
+                    async with tx.savepoint():
+                        memory_id, memory, gone = await self._admit_structured(tx, request, op_source, now)
+                except EngramError as exc:
+                    results.append(BatchItemResult(index=index, code=exc.code.value, msg=exc.message))
+                    continue
+                results.append(BatchItemResult(index=index, memory_id=memory_id))
+                evicted.extend(gone)
+                if memory is not None:
+                    stored.append((memory, vector))
+            if stored:
+                await tx.bump_version(requests[0].user_id)
+        if evicted:
+            await self.vectors.delete(evicted)
+        # A memory evicted by a later item of the same batch never reaches the vector store.
+        gone_ids = set(evicted)
+        records = [vector_record(m, v) for m, v in stored if m.memory_id not in gone_ids]
+        if records:
+            await self.vectors.upsert(records)
+        return results
+
+    async def _admit_structured(
+        self, tx: MetadataTx, request: AddStructuredRequest, op_source: OpSource, now: datetime
+    ) -> tuple[str, Memory | None, list[str]]:
+        """(memory id, the new memory or None when the same content is already stored, evictions)."""
+        level, app_id = placement(request.level, request.app_id, request.session_id)
+        cipher = await tx.cipher(request.user_id)
+        digest = content_hash(request.content, cipher.hash_key)
+        for existing in await tx.find_by_hash(request.user_id, digest):
+            if (existing.app_id, existing.level, existing.session_id, existing.ownership) == (
+                app_id,
+                level,
+                request.session_id,
+                request.ownership,
+            ):
+                return existing.memory_id, None, []
+        memory = new_memory(
+            self.settings.weights,
+            user_id=request.user_id,
+            app_id=app_id,
+            level=level,
+            session_id=request.session_id,
+            ownership=request.ownership,
+            mem_type=request.mem_type,
+            content=request.content,
+            content_hash=digest,
+            embedding_model=self.embedder.model_name,
+            now=now,
+            valid_at=request.valid_at,
+            is_important=request.is_important,
+            expire_at=request.expire_at,
+            source_msg_id=request.source_msg_id,
+            custom_tags=request.custom_tags,
+            entities=statements.entities(request.content),
+            source_type="structured",
+        )
+        evicted = await admit(tx, self.settings, memory, op_source, "add_structured", now)
+        return memory.memory_id, memory, evicted
 
     async def update(self, request: UpdateRequest, *, op_source: OpSource = OpSource.USER) -> MemoryView:
         """Change content and/or metadata (M1); only a content change re-embeds (W9)."""

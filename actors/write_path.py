@@ -28,6 +28,8 @@ from engram.actors.task_recorder import TaskRecorder
 from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
+    BatchAddResult,
+    BatchAddStructuredRequest,
     BatchDeleteRequest,
     Decision,
     DeleteRequest,
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 
 KIND_ADD = "add"
 KIND_ADD_STRUCTURED = "add_structured"
+KIND_ADD_STRUCTURED_BATCH = "batch_add_structured"
 RESUMED_IDS_KEPT = 10_000
 
 
@@ -85,6 +88,21 @@ class WritePath:
         if request.sync:
             return await self.host.submit(request.user_id, lambda: self.service.add_structured(request))
         task_id = await self._record(request.user_id, KIND_ADD_STRUCTURED, request.model_dump(mode="json"))
+        self.schedule(request.user_id, task_id)
+        return TaskAccepted(task_id=task_id)
+
+    async def accept_structured_batch(
+        self, request: BatchAddStructuredRequest
+    ) -> BatchAddResult | TaskAccepted:
+        """``sync``: store the items on the mailbox and answer each one's outcome; else one task."""
+        if request.sync:
+            items = request.item_requests()
+            results = await self.host.submit(
+                request.user_id, lambda: self.service.add_structured_batch(items)
+            )
+            return BatchAddResult(items=results)
+        payload = request.model_dump(mode="json")
+        task_id = await self._record(request.user_id, KIND_ADD_STRUCTURED_BATCH, payload)
         self.schedule(request.user_id, task_id)
         return TaskAccepted(task_id=task_id)
 
@@ -165,6 +183,25 @@ class WritePath:
                     task.task_id,
                     TaskStatus.DONE,
                     decisions=[decision.model_dump(mode="json")],
+                    error=None,
+                    at=self.service.clock(),
+                )
+            return
+        if task.kind == KIND_ADD_STRUCTURED_BATCH:
+            batch = BatchAddStructuredRequest.model_validate(task.payload)
+            # Replayed after a crash, the items already stored dedup to their memory ids.
+            results = await self.service.add_structured_batch(batch.item_requests())
+            decisions = [
+                Decision(op="ADD", memory_id=r.memory_id, reason=KIND_ADD_STRUCTURED_BATCH)
+                if r.code == 0
+                else Decision(op="REFUSED", reason=f"{r.code} {r.msg}")
+                for r in results
+            ]
+            async with self.service.metadata.transaction() as tx:
+                await tx.finish_task(
+                    task.task_id,
+                    TaskStatus.DONE,
+                    decisions=[d.model_dump(mode="json") for d in decisions],
                     error=None,
                     at=self.service.clock(),
                 )

@@ -94,6 +94,63 @@ class AddStructuredRequest(_Request):
         return self
 
 
+MAX_BATCH_ITEMS = 1000
+
+
+class BatchItem(_Request):
+    """One ready memory of a ``batch_add_structured`` (the fields of ``add_structured`` that vary)."""
+
+    level: Level | None = None
+    ownership: Ownership
+    mem_type: MemType
+    content: Content
+    is_important: bool = False
+    expire_at: AwareDatetime | None = None
+    valid_at: AwareDatetime | None = None
+    custom_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    source_msg_id: Identifier | None = None
+
+
+class BatchAddStructuredRequest(_Request):
+    """``batch_add_structured``: up to 1,000 ready memories of one user and app, stored in order as if
+    sent one by one (W6); one task, or one answer when ``sync``."""
+
+    user_id: Identifier
+    app_id: Identifier | None = None
+    session_id: Identifier | None = None
+    items: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
+    sync: bool = False
+
+    @model_validator(mode="after")
+    def _each_item(self) -> BatchAddStructuredRequest:
+        self.item_requests()  # each item's scope and content checked here, at the boundary
+        return self
+
+    def item_requests(self) -> list[AddStructuredRequest]:
+        """The items as single ``add_structured`` requests, in order."""
+        shared = {"user_id": self.user_id, "app_id": self.app_id, "session_id": self.session_id}
+        return [
+            AddStructuredRequest.model_validate({**shared, **item.model_dump(exclude_unset=True)})
+            for item in self.items
+        ]
+
+
+class BatchItemResult(BaseModel):
+    """What became of one item: its memory id (new, or the same content already stored), or its
+    error code (42901 capacity full, 42902 important limit) and message."""
+
+    index: int
+    memory_id: str | None = None
+    code: int = 0
+    msg: str = "ok"
+
+
+class BatchAddResult(BaseModel):
+    """Answer to a synchronous ``batch_add_structured``: one result per item, in order."""
+
+    items: list[BatchItemResult]
+
+
 class TaskAccepted(BaseModel):
     """Answer to an asynchronous write."""
 

@@ -149,8 +149,13 @@ def authorize(
         app_id = _text(body.get("app_id"))
         if app_id and not principal.may_use_app(app_id):
             raise _forbid("this key is not bound to that app")
-        # A GLOBAL memory (or one without app) belongs to the user's global memories.
-        if (not app_id or body.get("level") == "GLOBAL") and not principal.may_use_app(""):
+        # A GLOBAL memory (or one without app) belongs to the user's global memories; a batch
+        # names a level per item.
+        items = body.get("items")
+        levels = [body.get("level")]
+        if isinstance(items, list):
+            levels += [i.get("level") for i in items if isinstance(i, Mapping)]
+        if (not app_id or "GLOBAL" in levels) and not principal.may_use_app(""):
             raise _forbid("this key may not use the user's global memories")
         return
     if access is Access.RECALL:

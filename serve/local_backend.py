@@ -20,6 +20,8 @@ from engram.lifecycle.restore import restore_memory
 from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
+    BatchAddResult,
+    BatchAddStructuredRequest,
     BatchDeleteRequest,
     ChangeLogPage,
     ChangeLogRequest,
@@ -93,6 +95,9 @@ class LocalBackend(LocalPrivacyHelpers):
         if outcome.hit_ids:
             self.write_path.record_recall_hits(request.user_id, outcome.hit_ids, self.service.clock())
         return outcome.response
+
+    async def batch_add_structured(self, request: BatchAddStructuredRequest) -> BatchAddResult | TaskAccepted:
+        return await self.write_path.accept_structured_batch(request)
 
     async def update(self, request: UpdateRequest) -> MemoryView:
         return await self.write_path.update(request)

@@ -22,6 +22,8 @@ from pydantic import BaseModel, TypeAdapter
 from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
+    BatchAddResult,
+    BatchAddStructuredRequest,
     BatchDeleteRequest,
     ChangeLogPage,
     ChangeLogRequest,
@@ -190,6 +192,17 @@ class Operations:
         "Store one ready memory, at once when sync (W6).",
         gate=Gate.STORE,
         links=(*_MEMORY_LINKS, Link("task", {"task_id": "$response.body#/data/task_id"})),
+    )
+    batch_add_structured: Operation[BatchAddStructuredRequest, BatchAddResult | TaskAccepted] = Operation(
+        "batch_add_structured",
+        "batch_add_structured",
+        BatchAddStructuredRequest,
+        cast(Any, BatchAddResult | TaskAccepted),
+        Access.APP,
+        "Store up to 1,000 ready memories of one user and app in order, as if one by one: one task "
+        "whose decisions hold each item's memory id or error, or with sync every item's outcome (W6).",
+        gate=Gate.STORE,
+        links=(Link("task", {"task_id": "$response.body#/data/task_id"}),),
     )
     recall = Operation(
         "recall",

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Select, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction
 from sqlalchemy.sql.elements import ColumnElement
 
 from engram.models.domain import ChangeLogEntry, Memory, WriteTask
@@ -92,6 +92,10 @@ class MetadataTx:
         self._keyring = keyring
         # The keyring checks its cache against the stored key once per user and transaction.
         self._ciphers: dict[str, ContentCipher] = {}
+
+    def savepoint(self) -> AsyncTransaction:
+        """A nested transaction (SAVEPOINT): an exception inside undoes only what it wrapped."""
+        return self.conn.begin_nested()
 
     async def cipher(self, user_id: str) -> ContentCipher:
         """The user's content cipher (creates their data key on first use)."""

@@ -33,6 +33,7 @@ CONTRACT = {
     "add",
     "task",
     "add_structured",
+    "batch_add_structured",
     "recall",
     "update",
     "delete",
@@ -149,3 +150,12 @@ def test_authorization_follows_each_operations_access() -> None:
     assert memory_ids_of("batch_delete", {"memory_ids": ["m1", "m2"]}) == ["m1", "m2"]
     assert memory_ids_of("restore", {"memory_id": "m1"}) == ["m1"]
     assert memory_ids_of("add", {"memory_id": "m1"}) == []
+
+
+def test_a_batch_item_for_the_global_memories_needs_global_scope() -> None:
+    app_key = Principal(name="k", app_ids=frozenset({"a1"}), global_scope=False, admin=False)
+    batch = {"user_id": "u1", "app_id": "a1", "items": [{"level": "APP"}, {"level": "APP"}]}
+    authorize(app_key, "batch_add_structured", batch, {})
+    batch["items"].append({"level": "GLOBAL"})  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="global"):
+        authorize(app_key, "batch_add_structured", batch, {})

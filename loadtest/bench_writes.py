@@ -1,0 +1,254 @@
+"""The write path under load, beside the trivial route in the same run (#11):
+
+    python -m engram.loadtest.bench_writes [--url URL] [--clients 16] [--writes 1000]
+
+Phases, one JSON line at the end:
+- ``healthz``: the trivial route, closed loop (``--clients`` callers, each waiting on its answer):
+  the Serve ceiling on this machine.
+- ``closed``: single async ``add_structured`` writes, closed loop: acknowledgements per second and
+  their latency; then every task polled to DONE: memories DONE per second (first send to last DONE).
+- ``open``: single writes offered at ``--open-rate`` per second as a Poisson process for
+  ``--open-seconds`` (the latency a user sees at that load, not bounded by the callers' waits).
+- ``batch``: ``batch_add_structured`` with ``--batch-items`` per request from 4 callers:
+  memories DONE per second.
+
+Closed-loop latency is clients / throughput by construction; read the open loop for latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+V1 = "/memory/v1"
+USERS = 50
+
+
+@dataclass
+class Phase:
+    """Latencies (seconds) of answered requests, errors by code, and the phase's wall time."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def error(self, code: Any) -> None:
+        """Count one refused or failed request."""
+        self.errors[str(code)] = self.errors.get(str(code), 0) + 1
+
+    def summary(self) -> dict[str, Any]:
+        """Requests per second and latency percentiles (ms)."""
+        ordered = sorted(self.latencies)
+
+        def pct(q: float) -> float:
+            return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1) if ordered else 0.0
+
+        return {
+            "requests": len(ordered),
+            "per_s": round(len(ordered) / self.seconds, 1) if self.seconds else 0.0,
+            "p50_ms": pct(0.50),
+            "p95_ms": pct(0.95),
+            "p99_ms": pct(0.99),
+            "errors": self.errors,
+        }
+
+
+def structured(n: int, run: str) -> dict[str, Any]:
+    """A distinct ready memory for user ``n % USERS``."""
+    return {
+        "user_id": f"bench-{run}-{n % USERS}",
+        "ownership": "USER",
+        "mem_type": "SEMANTIC",
+        "content": f"Note {n} of run {run}: locker {random.randrange(10**6):06d} is on floor {n % 9}.",
+    }
+
+
+async def timed(http: httpx.AsyncClient, phase: Phase, path: str, body: Any | None) -> Any:
+    """One request; its latency when answered with code 0 (or 200 for /healthz), else an error."""
+    started = time.perf_counter()
+    try:
+        response = await (http.get(path) if body is None else http.post(path, json=body))
+    except httpx.HTTPError as exc:
+        phase.error(type(exc).__name__)
+        return None
+    elapsed = time.perf_counter() - started
+    if body is None:
+        if response.status_code == 200:
+            phase.latencies.append(elapsed)
+        else:
+            phase.error(response.status_code)
+        return None
+    payload = response.json()
+    if payload.get("code") != 0:
+        phase.error(payload.get("code"))
+        return None
+    phase.latencies.append(elapsed)
+    return payload["data"]
+
+
+async def closed_loop(clients: int, total: int, one: Callable[[int], Awaitable[Any]]) -> float:
+    """``clients`` callers each sending the next request when the last was answered; wall seconds."""
+    counter = iter(range(total))
+
+    async def caller() -> None:
+        for n in counter:
+            await one(n)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(clients)))
+    return time.perf_counter() - started
+
+
+async def open_loop(rate: float, seconds: float, one: Callable[[int], Coroutine[Any, Any, Any]]) -> float:
+    """Requests started as a Poisson process at ``rate`` per second, whatever the answers take."""
+    rng = random.Random(7)
+    started = time.perf_counter()
+    pending: list[asyncio.Task[Any]] = []
+    at, n = 0.0, 0
+    while at < seconds:
+        delay = started + at - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        pending.append(asyncio.create_task(one(n)))
+        n += 1
+        at += rng.expovariate(rate)
+    await asyncio.gather(*pending)
+    return time.perf_counter() - started
+
+
+async def wait_done(http: httpx.AsyncClient, task_ids: Sequence[str], started: float) -> dict[str, Any]:
+    """Poll every task until it is finished; DONE count and memories DONE per second."""
+    waiting = list(task_ids)
+    done = failed = 0
+    last = started
+    while waiting:
+        still: list[str] = []
+        for chunk in range(0, len(waiting), 16):
+            answers = await asyncio.gather(
+                *(http.post(f"{V1}/task", json={"task_id": t}) for t in waiting[chunk : chunk + 16])
+            )
+            for task_id, answer in zip(waiting[chunk : chunk + 16], answers, strict=True):
+                status = answer.json()["data"]["status"]
+                if status == "DONE":
+                    done += 1
+                    last = time.perf_counter()
+                elif status == "FAILED":
+                    failed += 1
+                else:
+                    still.append(task_id)
+        waiting = still
+        if waiting:
+            await asyncio.sleep(0.05)  # a progress poll, not a correctness wait
+    seconds = last - started
+    return {"done": done, "failed": failed, "seconds": round(seconds, 2), "per_s": round(done / seconds, 1)}
+
+
+async def bench(
+    url: str, clients: int, writes: int, open_rate: float, open_seconds: float, batch_items: int
+) -> dict[str, Any]:
+    """Run every phase against ``url``; the figures as one dict."""
+    run = f"{int(time.time())}"
+    limits = httpx.Limits(max_connections=max(clients, 256), max_keepalive_connections=max(clients, 256))
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+        report: dict[str, Any] = {"clients": clients}
+
+        health = Phase()
+        health.seconds = await closed_loop(clients, writes, lambda n: timed(http, health, "/healthz", None))
+        report["healthz"] = health.summary()
+
+        writes_phase = Phase()
+        task_ids: list[str] = []
+
+        async def write(n: int) -> None:
+            data = await timed(http, writes_phase, f"{V1}/add_structured", structured(n, run))
+            if data is not None:
+                task_ids.append(data["task_id"])
+
+        first_send = time.perf_counter()
+        writes_phase.seconds = await closed_loop(clients, writes, write)
+        report["closed"] = writes_phase.summary()
+        report["closed"]["done"] = await wait_done(http, task_ids, first_send)
+        report["closed"]["ratio_to_healthz"] = round(
+            report["closed"]["per_s"] / max(report["healthz"]["per_s"], 1e-9), 2
+        )
+
+        opened = Phase()
+        open_ids: list[str] = []
+
+        async def offered(n: int) -> None:
+            data = await timed(http, opened, f"{V1}/add_structured", structured(10**6 + n, run))
+            if data is not None:
+                open_ids.append(data["task_id"])
+
+        opened.seconds = await open_loop(open_rate, open_seconds, offered)
+        report["open"] = {"offered_per_s": open_rate, **opened.summary()}
+        await wait_done(http, open_ids, time.perf_counter())
+
+        if batch_items:
+            batches = Phase()
+            batch_ids: list[str] = []
+            requests = max(1, writes // batch_items)
+
+            async def batch(n: int) -> None:
+                items = [structured(2 * 10**6 + n * batch_items + i, run) for i in range(batch_items)]
+                user = items[0]["user_id"]
+                body = {
+                    "user_id": user,
+                    "items": [{k: v for k, v in i.items() if k != "user_id"} for i in items],
+                }
+                data = await timed(http, batches, f"{V1}/batch_add_structured", body)
+                if data is not None:
+                    batch_ids.append(data["task_id"])
+
+            started = time.perf_counter()
+            batches.seconds = await closed_loop(4, requests, batch)
+            report["batch"] = {"items_per_request": batch_items, **batches.summary()}
+            finished = await wait_done(http, batch_ids, started)
+            report["batch"]["memories_done_per_s"] = round(
+                finished["done"] * batch_items / finished["seconds"], 1
+            )
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m engram.loadtest.bench_writes``: figures as one JSON line."""
+    parser = argparse.ArgumentParser(prog="engram.loadtest.bench_writes", description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="a running Engram (default: start one here)")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--writes", type=int, default=1000)
+    parser.add_argument("--open-rate", type=float, default=50.0)
+    parser.add_argument("--open-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--batch-items", type=int, default=0, help="items per batch request (0: no batch phase)"
+    )
+    args = parser.parse_args(argv)
+    started: Any = None
+    url = args.url
+    if url is None:
+        from engram.loadtest.run import _start_app
+
+        url, started = _start_app(1, 1, None)
+    try:
+        report = asyncio.run(
+            bench(url, args.clients, args.writes, args.open_rate, args.open_seconds, args.batch_items)
+        )
+    finally:
+        if started is not None:
+            from engram.loadtest.run import _stop_app
+
+            _stop_app(started)
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
