@@ -102,7 +102,7 @@ class MemoryService:
         now = self.clock()
         [vector] = await self.embedder.embed([request.content])
         async with self.metadata.transaction() as tx:
-            memory_id, memory, evicted = await self._admit_structured(tx, request, op_source, now)
+            memory_id, memory, evicted = await self.admit_structured(tx, request, now, op_source)
             if memory is not None:
                 await tx.bump_version(memory.user_id)
         if evicted:
@@ -131,7 +131,7 @@ class MemoryService:
                 try:
                     # A savepoint per item: a refusal undoes that item's eviction and insert only.
                     async with tx.savepoint():
-                        memory_id, memory, gone = await self._admit_structured(tx, request, op_source, now)
+                        memory_id, memory, gone = await self.admit_structured(tx, request, now, op_source)
                 except EngramError as exc:
                     results.append(BatchItemResult(index=index, code=exc.code.value, msg=exc.message))
                     continue
@@ -150,10 +150,16 @@ class MemoryService:
             await self.vectors.upsert(records)
         return results
 
-    async def _admit_structured(
-        self, tx: MetadataTx, request: AddStructuredRequest, op_source: OpSource, now: datetime
+    async def admit_structured(
+        self,
+        tx: MetadataTx,
+        request: AddStructuredRequest,
+        now: datetime,
+        op_source: OpSource = OpSource.USER,
     ) -> tuple[str, Memory | None, list[str]]:
-        """(memory id, the new memory or None when the same content is already stored, evictions)."""
+        """Admit one ready memory inside ``tx`` (dedup, capacity, insert, log); the caller embeds it
+        and writes its vector after the commit. Returns (memory id, the new memory or None when the
+        same content is already stored, evicted ids)."""
         level, app_id = placement(request.level, request.app_id, request.session_id)
         cipher = await tx.cipher(request.user_id)
         digest = content_hash(request.content, cipher.hash_key)

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from engram.actors.mailbox import MailboxClosedError, MailboxHost
 from engram.actors.memory_service import MemoryService
+from engram.actors.structured_writer import StructuredWriter
 from engram.actors.task_recorder import TaskRecorder
 from engram.models.api import (
     AddRequest,
@@ -72,6 +73,8 @@ class WritePath:
         self.handlers: dict[str, Callable[[WriteTask], Awaitable[None]]] = {}
         # Accepted tasks are committed in groups (an acknowledgement still waits for its commit).
         self.recorder = TaskRecorder(service.metadata.transaction)
+        # add_structured tasks of all users are processed in groups (each from its user's mailbox).
+        self.structured = StructuredWriter(service, max_attempts=max_attempts)
         # The ids the last ``resume`` queued (the first RESUMED_IDS_KEPT): what a crash left unfinished.
         self.resumed_task_ids: list[str] = []
 
@@ -80,7 +83,7 @@ class WritePath:
     async def accept_add(self, request: AddRequest) -> TaskAccepted:
         """Record the request as a PENDING task (committed), queue it and answer at once (W1)."""
         task_id = await self._record(request.user_id, KIND_ADD, request.model_dump(mode="json"))
-        self.schedule(request.user_id, task_id)
+        self.schedule(request.user_id, task_id, KIND_ADD)
         return TaskAccepted(task_id=task_id)
 
     async def accept_structured(self, request: AddStructuredRequest) -> MemoryCreated | TaskAccepted:
@@ -88,7 +91,7 @@ class WritePath:
         if request.sync:
             return await self.host.submit(request.user_id, lambda: self.service.add_structured(request))
         task_id = await self._record(request.user_id, KIND_ADD_STRUCTURED, request.model_dump(mode="json"))
-        self.schedule(request.user_id, task_id)
+        self.schedule(request.user_id, task_id, KIND_ADD_STRUCTURED)
         return TaskAccepted(task_id=task_id)
 
     async def accept_structured_batch(
@@ -103,7 +106,7 @@ class WritePath:
             return BatchAddResult(items=results)
         payload = request.model_dump(mode="json")
         task_id = await self._record(request.user_id, KIND_ADD_STRUCTURED_BATCH, payload)
-        self.schedule(request.user_id, task_id)
+        self.schedule(request.user_id, task_id, KIND_ADD_STRUCTURED_BATCH)
         return TaskAccepted(task_id=task_id)
 
     async def accept(self, user_id: str, kind: str, payload: dict[str, Any]) -> TaskAccepted:
@@ -111,13 +114,14 @@ class WritePath:
         if kind not in self.handlers:
             raise ValueError(f"no handler for task kind {kind!r}")
         task_id = await self._record(user_id, kind, payload)
-        self.schedule(user_id, task_id)
+        self.schedule(user_id, task_id, kind)
         return TaskAccepted(task_id=task_id)
 
-    def schedule(self, user_id: str, task_id: str) -> None:
+    def schedule(self, user_id: str, task_id: str, kind: str) -> None:
         """Queue a recorded task on its user's mailbox (also the entry for tasks recorded elsewhere)."""
+        work = self._process_structured if kind == KIND_ADD_STRUCTURED else self._process
         try:
-            self.host.submit_nowait(user_id, lambda: self._process(task_id))
+            self.host.submit_nowait(user_id, lambda: work(task_id))
         except MailboxClosedError:
             # The task is committed, so it is not lost: the next start's resume() picks it up.
             log.info("write task %s recorded while shutting down; it resumes on the next start", task_id)
@@ -164,28 +168,16 @@ class WritePath:
                 type(exc).__name__,
             )
 
+    async def _process_structured(self, task_id: str) -> None:
+        try:
+            await self.structured.run(task_id)
+        except Exception as exc:
+            log.warning("write task %s left unfinished for resume: %s", task_id, type(exc).__name__)
+
     async def _execute(self, task: WriteTask) -> None:
         if task.kind == KIND_ADD:
             request = AddRequest.model_validate(task.payload)
             await self.service.ingestor.process(request, task_id=task.task_id)
-            return
-        if task.kind == KIND_ADD_STRUCTURED:
-            structured = AddStructuredRequest.model_validate(task.payload)
-            created = await self.service.add_structured(structured)
-            # A separate commit: add_structured owns its transaction. A crash between the two leaves
-            # the task unfinished, and its replay is harmless because add_structured dedups by
-            # content hash within the same scope and returns the memory already stored.
-            decision = Decision(
-                op="ADD", memory_id=created.memory_id, content=structured.content, reason=KIND_ADD_STRUCTURED
-            )
-            async with self.service.metadata.transaction() as tx:
-                await tx.finish_task(
-                    task.task_id,
-                    TaskStatus.DONE,
-                    decisions=[decision.model_dump(mode="json")],
-                    error=None,
-                    at=self.service.clock(),
-                )
             return
         if task.kind == KIND_ADD_STRUCTURED_BATCH:
             batch = BatchAddStructuredRequest.model_validate(task.payload)
@@ -265,7 +257,7 @@ class WritePath:
                 page = await tx.unfinished_tasks(self._resume_page, after=after)
             for task in page:
                 if owns is None or owns(task.user_id):
-                    self.schedule(task.user_id, task.task_id)
+                    self.schedule(task.user_id, task.task_id, task.kind)
                     queued += 1
                     if len(self.resumed_task_ids) < RESUMED_IDS_KEPT:
                         self.resumed_task_ids.append(task.task_id)

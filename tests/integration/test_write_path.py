@@ -355,7 +355,7 @@ async def test_unfinished_tasks_resume_after_a_restart_exactly_once(
         # Replays of finished tasks change nothing: resume finds none, a re-queue and a direct call skip.
         assert await path.resume() == 0
         for task in tasks:
-            path.schedule(task.user_id, task.task_id)
+            path.schedule(task.user_id, task.task_id, task.kind)
         await asyncio.wait_for(path.drain(), GUARD_S)
         replayed = await service.ingestor.process(add_request(FACTS[0]), task_id=tasks[0].task_id)
         assert replayed == views[0].decisions
