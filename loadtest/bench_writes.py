@@ -149,7 +149,8 @@ async def wait_done(http: httpx.AsyncClient, task_ids: Sequence[str], started: f
         if waiting:
             await asyncio.sleep(0.05)  # a progress poll, not a correctness wait
     seconds = last - started
-    return {"done": done, "failed": failed, "seconds": round(seconds, 2), "per_s": round(done / seconds, 1)}
+    per_s = round(done / seconds, 1) if seconds > 0 else 0.0
+    return {"done": done, "failed": failed, "seconds": round(seconds, 2), "per_s": per_s}
 
 
 async def bench(
@@ -189,9 +190,10 @@ async def bench(
             if data is not None:
                 open_ids.append(data["task_id"])
 
-        opened.seconds = await open_loop(open_rate, open_seconds, offered)
-        report["open"] = {"offered_per_s": open_rate, **opened.summary()}
-        await wait_done(http, open_ids, time.perf_counter())
+        if open_seconds > 0:
+            opened.seconds = await open_loop(open_rate, open_seconds, offered)
+            report["open"] = {"offered_per_s": open_rate, **opened.summary()}
+            await wait_done(http, open_ids, time.perf_counter())
 
         if batch_items:
             batches = Phase()
