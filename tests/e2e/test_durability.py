@@ -50,3 +50,35 @@ def test_killed_shard_loses_and_duplicates_nothing(engram_app: RunningApp) -> No
     # The crash landed mid-work: the restarted shard found some of these tasks unfinished.
     resumed = set(ray.get(shard.write_stats.remote())["resumed_task_ids"])
     assert resumed & {task_id for _, task_id in accepted}, "the kill landed after every task had finished"
+
+
+def test_killed_shard_mid_group_loses_no_structured_write(engram_app: RunningApp) -> None:
+    """add_structured tasks are processed in groups (#11): a kill inside a group loses nothing."""
+    import ray
+
+    from engram.models.rules.sharding import shard_name
+
+    users = [f"crash-structured-{i}" for i in range(8)]
+
+    async def accept_all() -> list[tuple[str, str]]:
+        async with httpx.AsyncClient(base_url=engram_app.url, timeout=60) as http:
+            bodies = [
+                (u, {"user_id": u, "ownership": "USER", "mem_type": "SEMANTIC", "content": fact})
+                for u in users
+                for fact in FACTS
+            ]
+            answers = await asyncio.gather(
+                *(http.post("/memory/v1/add_structured", json=b) for _, b in bodies)
+            )
+        refused = [a.json() for a in answers if a.status_code != 200 or a.json()["code"] != 0]
+        assert not refused, f"{len(refused)} writes refused, first: {refused[0]}"
+        return [(u, a.json()["data"]["task_id"]) for (u, _), a in zip(bodies, answers, strict=True)]
+
+    accepted = asyncio.run(accept_all())
+    shard = ray.get_actor(shard_name(engram_app.settings.serve.app_name, 0), namespace="serve")
+    assert ray.get(shard.write_stats.remote())["pending"] > 0, "nothing in flight to crash into"
+    ray.kill(shard, no_restart=False)
+
+    assert_all_done_exactly_once(engram_app.url, accepted, facts_per_user=len(FACTS))
+    resumed = set(ray.get(shard.write_stats.remote())["resumed_task_ids"])
+    assert resumed & {task_id for _, task_id in accepted}, "the kill landed after every task had finished"
