@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -42,7 +42,7 @@ from engram.models.api import (
     UpdateRequest,
 )
 from engram.models.domain import Memory, utcnow
-from engram.models.enums import OpSource, OpType, Status
+from engram.models.enums import Level, OpSource, OpType, Ownership, Status
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.hashing import content_hash
 from engram.models.rules import capacity
@@ -50,7 +50,7 @@ from engram.models.rules.capacity import counter_deltas
 from engram.models.rules.decay import recovered_weight, type_initial_weight, weight_now
 from engram.models.rules.records import new_memory, placement
 from engram.models.settings import Settings
-from engram.storage.admission import admit, check_important_mark
+from engram.storage.admission import admit, admit_many, check_important_mark
 from engram.storage.embedders import Embedder
 from engram.storage.metadata import MetadataStore, MetadataTx
 from engram.storage.vectors import VectorStore, vector_record
@@ -115,40 +115,74 @@ class MemoryService:
         self, requests: Sequence[AddStructuredRequest], *, op_source: OpSource = OpSource.USER
     ) -> list[BatchItemResult]:
         """Store ready memories of one user in order, as if one by one, in one transaction: one
-        embedding call, one vector upsert; an item refused (42901, 42902) is rolled back alone."""
+        embedding call, one dedup query, bulk inserts while the limits leave room (``admit_many``),
+        one vector upsert; an item refused (42901, 42902) is refused alone."""
         if not requests:
             return []
         now = self.clock()
         vectors = await self.embedder.embed([r.content for r in requests])
-        results: list[BatchItemResult] = []
-        stored: list[tuple[Memory, np.ndarray]] = []
-        evicted: list[str] = []
         async with self.metadata.transaction() as tx:
-            # The user's key first, outside every savepoint: a first use creates it, and a rolled
-            # back item must not take the key of the items after it with it.
-            await tx.cipher(requests[0].user_id)
-            for index, (request, vector) in enumerate(zip(requests, vectors, strict=True)):
-                try:
-                    # A savepoint per item: a refusal undoes that item's eviction and insert only.
-                    async with tx.savepoint():
-                        memory_id, memory, gone = await self.admit_structured(tx, request, now, op_source)
-                except EngramError as exc:
-                    results.append(BatchItemResult(index=index, code=exc.code.value, msg=exc.message))
-                    continue
-                results.append(BatchItemResult(index=index, memory_id=memory_id))
-                evicted.extend(gone)
-                if memory is not None:
-                    stored.append((memory, vector))
-            if stored:
-                await tx.bump_version(requests[0].user_id)
-        if evicted:
-            await self.vectors.delete(evicted)
-        # A memory evicted by a later item of the same batch never reaches the vector store.
-        gone_ids = set(evicted)
-        records = [vector_record(m, v) for m, v in stored if m.memory_id not in gone_ids]
+            staged = await self.stage_structured(tx, requests, now, op_source)
+        await self.write_vectors(staged, vectors)
+        return staged.results
+
+    async def stage_structured(
+        self,
+        tx: MetadataTx,
+        requests: Sequence[AddStructuredRequest],
+        now: datetime,
+        op_source: OpSource = OpSource.USER,
+    ) -> StagedMemories:
+        """Admit ready memories of one user inside ``tx``, in order, as if one by one; the caller
+        embeds them and calls ``write_vectors`` after the commit."""
+        user_id = requests[0].user_id
+        if any(r.user_id != user_id for r in requests):
+            raise ValueError("staged memories belong to one user")
+        results: dict[int, BatchItemResult] = {}
+        repeats: dict[int, int] = {}  # item -> the earlier item of the batch with the same memory
+        cipher = await tx.cipher(user_id)
+        digests = [content_hash(r.content, cipher.hash_key) for r in requests]
+        stored = await tx.find_by_hashes(user_id, digests)
+        # The same content in the same scope is one memory, already stored or earlier in the batch.
+        known: dict[Scope, str] = {}
+        for memory in (m for found in stored.values() for m in found):
+            known.setdefault(_scope_of(memory), memory.memory_id)
+        first_in_batch: dict[Scope, int] = {}
+        new: list[tuple[int, Memory]] = []
+        for index, (request, digest) in enumerate(zip(requests, digests, strict=True)):
+            memory = self._structured_memory(request, digest, now)
+            scope = _scope_of(memory)
+            if scope in known:
+                results[index] = BatchItemResult(index=index, memory_id=known[scope])
+            elif scope in first_in_batch:
+                repeats[index] = first_in_batch[scope]
+            else:
+                first_in_batch[scope] = index
+                new.append((index, memory))
+        outcomes = await admit_many(tx, self.settings, [m for _, m in new], op_source, "add_structured", now)
+        staged = StagedMemories()
+        for (index, memory), outcome in zip(new, outcomes, strict=True):
+            if isinstance(outcome, EngramError):
+                results[index] = BatchItemResult(index=index, code=outcome.code.value, msg=outcome.message)
+                continue
+            staged.evicted.extend(outcome)
+            staged.admitted.append((index, memory))
+            results[index] = BatchItemResult(index=index, memory_id=memory.memory_id)
+        for index, earlier in repeats.items():
+            results[index] = results[earlier].model_copy(update={"index": index})
+        if staged.admitted:
+            await tx.bump_version(user_id)
+        staged.results = [results[i] for i in range(len(requests))]
+        return staged
+
+    async def write_vectors(self, staged: StagedMemories, vectors: np.ndarray) -> None:
+        """After the commit: evicted vectors out, the admitted memories' vectors in (``vectors`` by item)."""
+        if staged.evicted:
+            await self.vectors.delete(staged.evicted)
+        gone = set(staged.evicted)
+        records = [vector_record(m, vectors[i]) for i, m in staged.admitted if m.memory_id not in gone]
         if records:
             await self.vectors.upsert(records)
-        return results
 
     async def admit_structured(
         self,
@@ -171,7 +205,13 @@ class MemoryService:
                 request.ownership,
             ):
                 return existing.memory_id, None, []
-        memory = new_memory(
+        memory = self._structured_memory(request, digest, now)
+        evicted = await admit(tx, self.settings, memory, op_source, "add_structured", now)
+        return memory.memory_id, memory, evicted
+
+    def _structured_memory(self, request: AddStructuredRequest, digest: str, now: datetime) -> Memory:
+        level, app_id = placement(request.level, request.app_id, request.session_id)
+        return new_memory(
             self.settings.weights,
             user_id=request.user_id,
             app_id=app_id,
@@ -191,8 +231,6 @@ class MemoryService:
             entities=statements.entities(request.content),
             source_type="structured",
         )
-        evicted = await admit(tx, self.settings, memory, op_source, "add_structured", now)
-        return memory.memory_id, memory, evicted
 
     async def update(self, request: UpdateRequest, *, op_source: OpSource = OpSource.USER) -> MemoryView:
         """Change content and/or metadata (M1); only a content change re-embeds (W9)."""
@@ -353,3 +391,21 @@ class MemoryService:
 
     def _decayed(self, memory: Memory, now: datetime) -> float:
         return weight_now(memory, now, self.settings.decay)
+
+
+Scope = tuple[str, str, Level, str | None, Ownership]
+"""What makes two memories of a user the same one: content hash, app, level, session, ownership."""
+
+
+def _scope_of(memory: Memory) -> Scope:
+    return (memory.content_hash, memory.app_id, memory.level, memory.session_id, memory.ownership)
+
+
+@dataclass
+class StagedMemories:
+    """What ``stage_structured`` did: each item's result, the memories admitted (with their item
+    index), and the ids evicted to make room."""
+
+    results: list[BatchItemResult] = field(default_factory=list)
+    admitted: list[tuple[int, Memory]] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)

@@ -3,10 +3,11 @@
 Each task still runs from its user's mailbox (per-user order holds: a mailbox waits for its task
 before taking the next), but the work of every task handed in while a group is being written goes
 into the next group: one transaction that starts them all, one embedding call, one transaction
-that stores every memory and marks its task DONE in the same savepoint (a task's effect and its
-DONE stay atomic; a refused one, 42901 or 42902, is rolled back alone and ends FAILED), one vector
-upsert. A group whose transaction fails is retried one task at a time; a task that fails alone
-stays unfinished for the next ``resume``, as every write task does.
+that stores every user's memories (bulk where the limits leave room, ``stage_structured``) and
+marks each task DONE with them (a task's effect and its DONE commit together; a refused one,
+42901 or 42902, writes nothing and ends FAILED), one vector upsert per user. A group whose
+transaction fails is retried one task at a time; a task that fails alone stays unfinished for
+the next ``resume``, as every write task does.
 """
 
 from __future__ import annotations
@@ -17,16 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import numpy as np
 from pydantic import ValidationError
 
-from engram.actors.memory_service import MemoryService
-from engram.models.api import AddStructuredRequest, Decision
-from engram.models.domain import Memory
+from engram.actors.memory_service import MemoryService, StagedMemories
+from engram.models.api import AddStructuredRequest, BatchItemResult, Decision
 from engram.models.enums import TaskStatus
-from engram.models.errors import EngramError, ErrorCode
+from engram.models.errors import ErrorCode
 from engram.storage.metadata import MetadataTx
-from engram.storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
 
@@ -127,59 +125,47 @@ class StructuredWriter:
                     )
                     continue
                 runnable.append(item)
-        requests = [item.request for item in runnable if item.request is not None]
-        vectors = list(await self.service.embedder.embed([r.content for r in requests])) if requests else []
-        stored: list[tuple[Memory, np.ndarray]] = []
-        evicted: list[str] = []
-        users: set[str] = set()
+        by_user: dict[str, list[_Item]] = {}
+        for item in runnable:
+            assert item.request is not None
+            by_user.setdefault(item.request.user_id, []).append(item)
+        # One embedding call for the group; each user's items in their order.
+        ordered = [item for items in by_user.values() for item in items]
+        texts = [item.request.content for item in ordered if item.request is not None]
+        vectors = await self.service.embedder.embed(texts) if texts else None
+        row_of = {id(item): row for row, item in enumerate(ordered)}
+        staged_all: list[tuple[StagedMemories, list[int]]] = []
         async with self.service.metadata.transaction() as tx:
-            # Users' keys first, outside every savepoint: a key made inside one that rolls back
-            # would stay cached and seal the user's later items with a key never stored.
-            for user_id in sorted({r.user_id for r in requests}):
-                await tx.cipher(user_id)
             for task_id, error in failed.items():
                 await tx.finish_task(task_id, TaskStatus.FAILED, decisions=None, error=error, at=now)
-            for item, request, vector in zip(runnable, requests, vectors, strict=True):
-                try:
-                    async with tx.savepoint():
-                        memory_id, memory, gone = await self.service.admit_structured(tx, request, now)
-                        await _finish(tx, item.task_id, request, memory_id, now)
-                except EngramError as exc:
-                    await tx.finish_task(
-                        item.task_id,
-                        TaskStatus.FAILED,
-                        decisions=None,
-                        error=f"{exc.code.value} {exc.message}",
-                        at=now,
-                    )
-                    continue
-                except _AlreadyFinishedError:
-                    continue
-                evicted.extend(gone)
-                if memory is not None:
-                    stored.append((memory, vector))
-                    users.add(memory.user_id)
-            for user_id in sorted(users):
-                await tx.bump_version(user_id)
-        if evicted:
-            await self.service.vectors.delete(evicted)
-        gone_ids = set(evicted)
-        records = [vector_record(m, v) for m, v in stored if m.memory_id not in gone_ids]
-        if records:
-            await self.service.vectors.upsert(records)
+            for items in by_user.values():
+                requests = [item.request for item in items if item.request is not None]
+                staged = await self.service.stage_structured(tx, requests, now)
+                for item, request, result in zip(items, requests, staged.results, strict=True):
+                    await _finish(tx, item.task_id, request, result, now)
+                staged_all.append((staged, [row_of[id(item)] for item in items]))
+        for staged, rows in staged_all:
+            if vectors is not None:
+                await self.service.write_vectors(staged, vectors[rows])
         self.groups += 1
         self.tasks += len(group)
 
 
 async def _finish(
-    tx: MetadataTx, task_id: str, request: AddStructuredRequest, memory_id: str, at: datetime
+    tx: MetadataTx, task_id: str, request: AddStructuredRequest, result: BatchItemResult, at: datetime
 ) -> None:
-    decision = Decision(op="ADD", memory_id=memory_id, content=request.content, reason=REASON)
-    finished = await tx.finish_task(
-        task_id, TaskStatus.DONE, decisions=[decision.model_dump(mode="json")], error=None, at=at
-    )
+    if result.code:
+        finished = await tx.finish_task(
+            task_id, TaskStatus.FAILED, decisions=None, error=f"{result.code} {result.msg}", at=at
+        )
+    else:
+        decision = Decision(op="ADD", memory_id=result.memory_id, content=request.content, reason=REASON)
+        finished = await tx.finish_task(
+            task_id, TaskStatus.DONE, decisions=[decision.model_dump(mode="json")], error=None, at=at
+        )
     if not finished:
-        raise _AlreadyFinishedError
+        # Another finisher ended it meanwhile: undo the group; retried one by one, it is skipped.
+        raise _AlreadyFinishedError(task_id)
 
 
 def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:

@@ -94,3 +94,61 @@ async def admit(
     await tx.add_change(memory, OpType.ADD, op_source, reason, now, content_after=memory.content)
     await tx.add_to_counters(memory.user_id, counter_deltas([memory], +1))
     return evicted
+
+
+def fits_without_eviction(counts: Counter[str], memory: Memory, settings: Settings) -> bool:
+    """True when ``memory`` may be admitted as is: its dimension and the user's total have room
+    and an important mark stays within its limit (what ``make_room`` would let through untouched)."""
+    own, total = capacity.dimensions_for(memory.app_id)
+    limits = settings.capacity
+    if counts[own] >= capacity.limit_for(own, limits) or counts[total] >= capacity.limit_for(total, limits):
+        return False
+    if not memory.is_important:
+        return True
+    return capacity.important_allowed(counts[capacity.important_dimension(own)] + 1, own, limits)
+
+
+async def admit_many(
+    tx: MetadataTx,
+    settings: Settings,
+    new: Sequence[Memory],
+    op_source: OpSource,
+    reason: str,
+    now: datetime,
+) -> list[list[str] | EngramError]:
+    """Admit new memories of one user in order, with the outcome of each as if admitted one by one:
+    its evictions, or the EngramError (42901, 42902) that refused it.
+
+    Memories that fit as they are go in together (one insert, one change-log insert, one counter
+    update); the first that would evict or be refused is admitted alone, inside a savepoint, after
+    the ones before it.
+    """
+    if not new:
+        return []
+    user_id = new[0].user_id
+    counts: Counter[str] = Counter(await tx.counters(user_id))
+    outcomes: list[list[str] | EngramError] = []
+    waiting: list[Memory] = []
+
+    async def flush() -> None:
+        if waiting:
+            await tx.insert_memories(waiting)
+            await tx.add_new_memory_changes(waiting, op_source, reason, now)
+            await tx.add_to_counters(user_id, counter_deltas(waiting, +1))
+            waiting.clear()
+
+    for memory in new:
+        if fits_without_eviction(counts, memory, settings):
+            waiting.append(memory)
+            counts.update(counter_deltas([memory], +1))
+            outcomes.append([])
+            continue
+        await flush()
+        try:
+            async with tx.savepoint():
+                outcomes.append(await admit(tx, settings, memory, op_source, reason, now))
+        except EngramError as exc:
+            outcomes.append(exc)
+        counts = Counter(await tx.counters(user_id))
+    await flush()
+    return outcomes

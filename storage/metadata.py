@@ -125,6 +125,11 @@ class MetadataTx:
         """Insert a new memory row."""
         await self.conn.execute(memories.insert().values(**await self._to_row(memory)))
 
+    async def insert_memories(self, rows: Sequence[Memory]) -> None:
+        """Insert several new memory rows in one statement."""
+        if rows:
+            await self.conn.execute(memories.insert(), [await self._to_row(m) for m in rows])
+
     async def save_memory(self, memory: Memory) -> None:
         """Overwrite every column of an existing memory row."""
         row = await self._to_row(memory)
@@ -165,6 +170,22 @@ class MetadataTx:
             )
         )
         return await self._load(user_id, query)
+
+    async def find_by_hashes(self, user_id: str, content_hashes: Sequence[str]) -> dict[str, list[Memory]]:
+        """The user's active memories with any of these content hashes, by hash (one query)."""
+        if not content_hashes:
+            return {}
+        query = select(memories).where(
+            and_(
+                memories.c.user_id == user_id,
+                memories.c.content_hash.in_(sorted(set(content_hashes))),
+                memories.c.status == Status.ACTIVE.value,
+            )
+        )
+        found: dict[str, list[Memory]] = {}
+        for memory in await self._load(user_id, query):
+            found.setdefault(memory.content_hash, []).append(memory)
+        return found
 
     async def eviction_rows(self, user_id: str, app_id: str | None) -> list[EvictionRow]:
         """Active memories of one dimension (``app_id`` "" = global, None = all) for eviction."""
@@ -359,6 +380,32 @@ class MetadataTx:
                 sanitized=False,
             )
         )
+
+    async def add_new_memory_changes(
+        self, rows: Sequence[Memory], op_source: OpSource, reason: str, at: datetime
+    ) -> None:
+        """The ADD entries of several new memories in one statement (as ``add_change`` writes each)."""
+        if not rows:
+            return
+        values = []
+        for memory in rows:
+            cipher = await self.cipher(memory.user_id)
+            values.append(
+                {
+                    "memory_id": memory.memory_id,
+                    "user_id": memory.user_id,
+                    "app_id": memory.app_id,
+                    "op_type": OpType.ADD.value,
+                    "op_source": op_source.value,
+                    "op_time": at,
+                    "reason": "",
+                    "reason_sealed": seal_reason(cipher, memory.memory_id, reason),
+                    "content_before": None,
+                    "content_after": None if memory.content is None else cipher.encrypt(memory.content),
+                    "sanitized": False,
+                }
+            )
+        await self.conn.execute(change_log.insert(), values)
 
     async def history(self, user_id: str, memory_id: str) -> list[ChangeLogEntry]:
         """Every change of one memory, oldest first."""

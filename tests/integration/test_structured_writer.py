@@ -75,14 +75,14 @@ async def test_a_group_that_fails_is_retried_task_by_task(
     write_path: WritePath, monkeypatch: pytest.MonkeyPatch, stores: Stores
 ) -> None:
     service = write_path.service
-    admit = service.admit_structured
+    stage = service.stage_structured
 
-    async def failing_for_poison(tx: Any, request: AddStructuredRequest, *args: Any) -> Any:
-        if "poison" in request.content:
+    async def failing_for_poison(tx: Any, requests: list[AddStructuredRequest], *args: Any) -> Any:
+        if any("poison" in r.content for r in requests):
             raise RuntimeError("the database went away for this row")  # not an EngramError: no verdict
-        return await admit(tx, request, *args)
+        return await stage(tx, requests, *args)
 
-    monkeypatch.setattr(service, "admit_structured", failing_for_poison)
+    monkeypatch.setattr(service, "stage_structured", failing_for_poison)
     requests = [structured(f"r{i}", f"Fact {i}") for i in range(5)] + [structured("r9", "poison fact")]
     accepted = await asyncio.gather(*(write_path.accept_structured(r) for r in requests))
     await write_path.drain()
