@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -52,8 +52,12 @@ class StructuredWriter:
         max_attempts: int,
         max_group: int = 128,
         clock: Callable[[], datetime] | None = None,
+        yield_to: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.service = service
+        # Awaited before each write transaction: acknowledgements waiting for their commit go
+        # first, so an ack never queues behind a group for SQLite's one write lock.
+        self._yield_to = yield_to
         self.max_attempts = max_attempts
         self.max_group = max_group
         self._clock = clock or service.clock
@@ -104,6 +108,8 @@ class StructuredWriter:
 
     async def _group(self, group: Sequence[_Item]) -> None:
         now = self._clock()
+        if self._yield_to is not None:
+            await self._yield_to()
         failed: dict[str, str] = {}
         runnable: list[_Item] = []
         async with self.service.metadata.transaction() as tx:
@@ -134,6 +140,8 @@ class StructuredWriter:
         texts = [item.request.content for item in ordered if item.request is not None]
         vectors = await self.service.embedder.embed(texts) if texts else None
         row_of = {id(item): row for row, item in enumerate(ordered)}
+        if self._yield_to is not None:
+            await self._yield_to()
         staged_all: list[tuple[StagedMemories, list[int]]] = []
         async with self.service.metadata.transaction() as tx:
             for task_id, error in failed.items():

@@ -40,6 +40,7 @@ class TaskRecorder:
         self._max_group = max_group
         self._queue: list[tuple[WriteTask, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._inflight: list[tuple[WriteTask, asyncio.Future[None]]] = []
         self.groups = 0
         self.recorded = 0
 
@@ -57,6 +58,14 @@ class TaskRecorder:
         while self._writer is not None and not self._writer.done():
             await asyncio.shield(self._writer)
 
+    async def settled(self) -> None:
+        """Wait for the tasks handed in so far (not for those that come later): what another
+        writer awaits before taking SQLite's write lock, so acknowledgements go first without
+        starving it under a steady stream of them."""
+        waiting = [done for _, done in (*self._inflight, *self._queue)]
+        if waiting:
+            await asyncio.wait(waiting)
+
     def stats(self) -> dict[str, int]:
         """Groups committed and tasks recorded (counts only)."""
         return {"groups": self.groups, "recorded": self.recorded}
@@ -66,6 +75,7 @@ class TaskRecorder:
         try:
             while self._queue:
                 group, self._queue = self._queue[: self._max_group], self._queue[self._max_group :]
+                self._inflight = group
                 try:
                     await self._commit([task for task, _ in group])
                 except Exception as exc:

@@ -74,7 +74,7 @@ class WritePath:
         # Accepted tasks are committed in groups (an acknowledgement still waits for its commit).
         self.recorder = TaskRecorder(service.metadata.transaction)
         # add_structured tasks of all users are processed in groups (each from its user's mailbox).
-        self.structured = StructuredWriter(service, max_attempts=max_attempts)
+        self.structured = StructuredWriter(service, max_attempts=max_attempts, yield_to=self.recorder.settled)
         # The ids the last ``resume`` queued (the first RESUMED_IDS_KEPT): what a crash left unfinished.
         self.resumed_task_ids: list[str] = []
 

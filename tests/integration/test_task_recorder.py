@@ -92,3 +92,14 @@ async def test_a_caller_that_goes_away_does_not_undo_the_others(stores: Stores) 
     assert await _count(stores, [kept.task_id]) == 1
     # The cancelled caller was never acknowledged; its row may exist (it resumes at the next start).
     assert await _count(stores, [gone.task_id]) in (0, 1)
+
+
+async def test_settled_waits_for_what_was_handed_in_so_far(stores: Stores) -> None:
+    recorder = TaskRecorder(stores.metadata.transaction)
+    await recorder.settled()  # nothing handed in: returns at once
+    tasks = [_task(f"s{i}") for i in range(5)]
+    pending = [asyncio.create_task(recorder.record(t)) for t in tasks]
+    await asyncio.sleep(0)  # the records are queued
+    await recorder.settled()
+    assert await _count(stores, [t.task_id for t in tasks]) == 5
+    await asyncio.gather(*pending)
