@@ -70,10 +70,16 @@ _CHECKS = [response_schema_conformance, status_code_conformance]
 
 
 def fuzz(url: str, max_examples: int, scenarios: int | None = None) -> FuzzReport:
-    """Fuzz every operation of the app at ``url``, then ``scenarios`` linked sequences (default:
-    ``max_examples``); failures are collected, not raised."""
+    """Run ``scenarios`` linked sequences (default: ``max_examples``) against the app at ``url``,
+    then fuzz every operation; failures are collected, not raised."""
     schema = schemathesis.openapi.from_url(f"{url.rstrip('/')}/openapi.json")
     report = FuzzReport()
+    # Linked sequences first: the stateless round switches generated users off (user/switch),
+    # after which their adds are refused and no add -> task sequence could run.
+    try:
+        _fuzz_links(schema, max_examples if scenarios is None else scenarios, report)
+    except Exception as exc:
+        report.failures["stateful"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
     for result in schema.get_all_operations():
         if isinstance(result, Err):
             report.failures[f"schema {report.operations}"] = f"invalid operation: {result.err()}"
@@ -85,10 +91,6 @@ def fuzz(url: str, max_examples: int, scenarios: int | None = None) -> FuzzRepor
             _fuzz_operation(operation, name, max_examples, report)
         except Exception as exc:  # a failing example: recorded with its reproduction, then on to the next
             report.failures[name] = f"{type(exc).__name__}: {str(exc)[:2000]}"
-    try:
-        _fuzz_links(schema, max_examples if scenarios is None else scenarios, report)
-    except Exception as exc:
-        report.failures["stateful"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
     report.requests = sum(report.by_operation.values())
     return report
 

@@ -187,6 +187,19 @@ def _loadtest(args: argparse.Namespace) -> int:
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
 
+def _bench_writes(args: argparse.Namespace) -> int:
+    # A load generator above the service: run as its own program (its own options pass through).
+    command = [sys.executable, "-m", "engram.loadtest.bench_writes", *args.options]
+    return subprocess.call(command)  # noqa: S603 - our own interpreter and module
+
+
+def _bench_ingest(args: argparse.Namespace) -> int:
+    command = [sys.executable, "-m", "engram.loadtest.bench_writes", "--writes", "0", "--open-seconds", "0"]
+    command += ["--batch-items", str(args.items), "--batch-requests", str(args.requests)]
+    command += ["--url", args.url] if args.url else []
+    return subprocess.call(command)  # noqa: S603 - our own interpreter and module
+
+
 def _mcp(args: argparse.Namespace) -> int:
     """MCP over stdio; the API key comes from ENGRAM_API_KEY."""
     from engram.serve.mcp_stdio import serve_stdio
@@ -313,6 +326,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fuzz.add_argument("--url", help="an Engram app already running (default: start one)")
     fuzz.set_defaults(func=_bench_fuzz)
+    writes = benches.add_parser(
+        "writes",
+        help="the write path beside /healthz: closed and open loop, batches (options: --help)",
+        add_help=False,
+    )
+    writes.add_argument("options", nargs=argparse.REMAINDER)
+    writes.set_defaults(func=_bench_writes)
+    ingest = benches.add_parser("ingest", help="batch ingest: memories DONE per second")
+    ingest.add_argument("--items", type=_positive_int, default=100, help="memories per request")
+    ingest.add_argument("--requests", type=_positive_int, default=20, help="batch requests (4 callers)")
+    ingest.add_argument("--url", help="an Engram app already running (default: start one)")
+    ingest.set_defaults(func=_bench_ingest)
     mcp = commands.add_parser(
         "mcp", help="serve Engram's memory tools over MCP on stdio, against a running Engram"
     )
