@@ -123,7 +123,7 @@ class MemoryService:
         vectors = await self.embedder.embed([r.content for r in requests])
         async with self.metadata.transaction() as tx:
             staged = await self.stage_structured(tx, requests, now, op_source)
-        await self.write_vectors(staged, vectors)
+        await self.write_vectors([staged], [vectors])
         return staged.results
 
     async def stage_structured(
@@ -175,12 +175,19 @@ class MemoryService:
         staged.results = [results[i] for i in range(len(requests))]
         return staged
 
-    async def write_vectors(self, staged: StagedMemories, vectors: np.ndarray) -> None:
-        """After the commit: evicted vectors out, the admitted memories' vectors in (``vectors`` by item)."""
-        if staged.evicted:
-            await self.vectors.delete(staged.evicted)
-        gone = set(staged.evicted)
-        records = [vector_record(m, vectors[i]) for i, m in staged.admitted if m.memory_id not in gone]
+    async def write_vectors(self, staged: Sequence[StagedMemories], vectors: Sequence[np.ndarray]) -> None:
+        """After the commit: evicted vectors out, then the admitted memories' vectors in, for any
+        number of staged batches at once (``vectors[k]`` holds the rows of ``staged[k]``'s items)."""
+        evicted = [memory_id for batch in staged for memory_id in batch.evicted]
+        if evicted:
+            await self.vectors.delete(evicted)
+        gone = set(evicted)
+        records = [
+            vector_record(memory, rows[index])
+            for batch, rows in zip(staged, vectors, strict=True)
+            for index, memory in batch.admitted
+            if memory.memory_id not in gone
+        ]
         if records:
             await self.vectors.upsert(records)
 

@@ -152,9 +152,11 @@ class StructuredWriter:
                 for item, request, result in zip(items, requests, staged.results, strict=True):
                     await _finish(tx, item.task_id, request, result, now)
                 staged_all.append((staged, [row_of[id(item)] for item in items]))
-        for staged, rows in staged_all:
-            if vectors is not None:
-                await self.service.write_vectors(staged, vectors[rows])
+        if vectors is not None:
+            # One delete and one upsert for the whole group (each opens transactions of its own).
+            await self.service.write_vectors(
+                [b for b, _ in staged_all], [vectors[rows] for _, rows in staged_all]
+            )
         self.groups += 1
         self.tasks += len(group)
 

@@ -240,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--batch-items", type=int, default=0, help="items per batch request (0: no batch phase)"
     )
+    parser.add_argument("--batch-requests", type=int, default=10, help="batch requests, from 4 callers")
     args = parser.parse_args(argv)
     started: Any = None
     url = args.url

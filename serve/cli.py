@@ -188,8 +188,12 @@ def _loadtest(args: argparse.Namespace) -> int:
 
 
 def _bench_writes(args: argparse.Namespace) -> int:
-    # A load generator above the service: run as its own program (its own options pass through).
-    command = [sys.executable, "-m", "engram.loadtest.bench_writes", *args.options]
+    # A load generator above the service: run as its own program.
+    command = [sys.executable, "-m", "engram.loadtest.bench_writes", "--clients", str(args.clients)]
+    command += ["--writes", str(args.writes), "--open-rate", str(args.open_rate)]
+    command += ["--open-seconds", str(args.open_seconds), "--batch-items", str(args.batch_items)]
+    command += ["--batch-requests", str(args.batch_requests)]
+    command += ["--url", args.url] if args.url else []
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
 
@@ -326,12 +330,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fuzz.add_argument("--url", help="an Engram app already running (default: start one)")
     fuzz.set_defaults(func=_bench_fuzz)
-    writes = benches.add_parser(
-        "writes",
-        help="the write path beside /healthz: closed and open loop, batches (options: --help)",
-        add_help=False,
-    )
-    writes.add_argument("options", nargs=argparse.REMAINDER)
+    writes = benches.add_parser("writes", help="the write path beside /healthz: closed, open loop, batches")
+    writes.add_argument("--clients", type=_positive_int, default=16, help="closed-loop callers")
+    writes.add_argument("--writes", type=int, default=1000, help="closed-loop single writes (0: none)")
+    writes.add_argument("--open-rate", type=float, default=50.0, help="open loop: writes offered per second")
+    writes.add_argument("--open-seconds", type=float, default=20.0, help="open loop length (0: none)")
+    writes.add_argument("--batch-items", type=int, default=100, help="items per batch request (0: none)")
+    writes.add_argument("--batch-requests", type=_positive_int, default=10, help="batch requests")
+    writes.add_argument("--url", help="an Engram app already running (default: start one)")
     writes.set_defaults(func=_bench_writes)
     ingest = benches.add_parser("ingest", help="batch ingest: memories DONE per second")
     ingest.add_argument("--items", type=_positive_int, default=100, help="memories per request")
