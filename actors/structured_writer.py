@@ -24,7 +24,7 @@ from engram.actors.memory_service import MemoryService, StagedMemories
 from engram.models.api import AddStructuredRequest, BatchItemResult, Decision
 from engram.models.enums import TaskStatus
 from engram.models.errors import ErrorCode
-from engram.storage.metadata import MetadataTx
+from engram.storage.metadata import TaskOutcome
 
 log = logging.getLogger(__name__)
 
@@ -110,25 +110,25 @@ class StructuredWriter:
         now = self._clock()
         if self._yield_to is not None:
             await self._yield_to()
-        failed: dict[str, str] = {}
+        failed: dict[str, tuple[str, str]] = {}  # task id -> (user id, error)
         runnable: list[_Item] = []
         async with self.service.metadata.transaction() as tx:
+            ids = [item.task_id for item in group]
+            tasks = await tx.get_tasks(ids)
+            started = await tx.start_tasks(ids, now)
             for item in group:
-                task = await tx.get_task(item.task_id)
-                attempts = await tx.start_task(item.task_id, now) if task is not None else 0
+                task, attempts = tasks.get(item.task_id), started[item.task_id]
                 if task is None or attempts == 0:
                     continue  # unknown, or already DONE / FAILED: a replay changes nothing
                 if attempts > self.max_attempts:
-                    failed[item.task_id] = (
-                        f"{ErrorCode.DEPENDENCY_UNAVAILABLE.value} gave up after {attempts - 1} attempts"
-                    )
+                    code = ErrorCode.DEPENDENCY_UNAVAILABLE.value
+                    failed[item.task_id] = (task.user_id, f"{code} gave up after {attempts - 1} attempts")
                     continue
                 try:
                     item.request = AddStructuredRequest.model_validate(task.payload)
                 except ValidationError:
-                    failed[item.task_id] = (
-                        f"{ErrorCode.BAD_PARAMETER.value} the task's payload cannot be read"
-                    )
+                    code = ErrorCode.BAD_PARAMETER.value
+                    failed[item.task_id] = (task.user_id, f"{code} the task's payload cannot be read")
                     continue
                 runnable.append(item)
         by_user: dict[str, list[_Item]] = {}
@@ -144,14 +144,23 @@ class StructuredWriter:
             await self._yield_to()
         staged_all: list[tuple[StagedMemories, list[int]]] = []
         async with self.service.metadata.transaction() as tx:
-            for task_id, error in failed.items():
-                await tx.finish_task(task_id, TaskStatus.FAILED, decisions=None, error=error, at=now)
+            outcomes = [
+                TaskOutcome(task_id, user_id, TaskStatus.FAILED, None, error)
+                for task_id, (user_id, error) in failed.items()
+            ]
             for items in by_user.values():
                 requests = [item.request for item in items if item.request is not None]
                 staged = await self.service.stage_structured(tx, requests, now)
-                for item, request, result in zip(items, requests, staged.results, strict=True):
-                    await _finish(tx, item.task_id, request, result, now)
+                outcomes += [
+                    _outcome(item.task_id, request, result)
+                    for item, request, result in zip(items, requests, staged.results, strict=True)
+                ]
                 staged_all.append((staged, [row_of[id(item)] for item in items]))
+            ending = [o.task_id for o in outcomes]
+            if await tx.unfinished_among(ending) != set(ending):
+                # Another finisher ended one meanwhile: undo the group; retried one by one, it is skipped.
+                raise _AlreadyFinishedError("a task of the group was finished elsewhere")
+            await tx.finish_tasks(outcomes, now)
         if vectors is not None:
             # One delete and one upsert for the whole group (each opens transactions of its own).
             await self.service.write_vectors(
@@ -161,21 +170,11 @@ class StructuredWriter:
         self.tasks += len(group)
 
 
-async def _finish(
-    tx: MetadataTx, task_id: str, request: AddStructuredRequest, result: BatchItemResult, at: datetime
-) -> None:
+def _outcome(task_id: str, request: AddStructuredRequest, result: BatchItemResult) -> TaskOutcome:
     if result.code:
-        finished = await tx.finish_task(
-            task_id, TaskStatus.FAILED, decisions=None, error=f"{result.code} {result.msg}", at=at
-        )
-    else:
-        decision = Decision(op="ADD", memory_id=result.memory_id, content=request.content, reason=REASON)
-        finished = await tx.finish_task(
-            task_id, TaskStatus.DONE, decisions=[decision.model_dump(mode="json")], error=None, at=at
-        )
-    if not finished:
-        # Another finisher ended it meanwhile: undo the group; retried one by one, it is skipped.
-        raise _AlreadyFinishedError(task_id)
+        return TaskOutcome(task_id, request.user_id, TaskStatus.FAILED, None, f"{result.code} {result.msg}")
+    decision = Decision(op="ADD", memory_id=result.memory_id, content=request.content, reason=REASON)
+    return TaskOutcome(task_id, request.user_id, TaskStatus.DONE, [decision.model_dump(mode="json")], None)
 
 
 def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:

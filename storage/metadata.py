@@ -84,6 +84,17 @@ class RecallBookkeeping:
     last_recalled_at: datetime | None
 
 
+@dataclass(frozen=True)
+class TaskOutcome:
+    """How one task ends (``MetadataTx.finish_tasks``)."""
+
+    task_id: str
+    user_id: str
+    status: TaskStatus
+    decisions: list[dict[str, Any]] | None
+    error: str | None
+
+
 class MetadataTx:
     """Reads and writes of one transaction."""
 
@@ -551,6 +562,79 @@ class MetadataTx:
         query = select(write_tasks.c.attempts, write_tasks.c.status).where(write_tasks.c.task_id == task_id)
         row = (await self.conn.execute(query)).one_or_none()
         return int(row[0]) if row is not None and row[1] == TaskStatus.RUNNING.value else 0
+
+    async def get_tasks(self, task_ids: Sequence[str]) -> dict[str, WriteTask]:
+        """Several tasks by id (unknown ids are absent), decrypted, in one query."""
+        if not task_ids:
+            return {}
+        rows = (
+            (await self.conn.execute(select(write_tasks).where(write_tasks.c.task_id.in_(list(task_ids)))))
+            .mappings()
+            .all()
+        )
+        return {row["task_id"]: _task_from_row(row, await self.cipher(row["user_id"])) for row in rows}
+
+    async def start_tasks(self, task_ids: Sequence[str], at: datetime) -> dict[str, int]:
+        """``start_task`` for several tasks in two statements: each id's attempts (0: none such)."""
+        if not task_ids:
+            return {}
+        ids = list(task_ids)
+        await self.conn.execute(
+            update(write_tasks)
+            .where(and_(write_tasks.c.task_id.in_(ids), write_tasks.c.status.in_(_UNFINISHED)))
+            .values(status=TaskStatus.RUNNING.value, attempts=write_tasks.c.attempts + 1, updated_at=at)
+        )
+        query = select(write_tasks.c.task_id, write_tasks.c.attempts, write_tasks.c.status).where(
+            write_tasks.c.task_id.in_(ids)
+        )
+        found = {
+            tid: int(n) if status == TaskStatus.RUNNING.value else 0
+            for tid, n, status in (await self.conn.execute(query)).all()
+        }
+        return {tid: found.get(tid, 0) for tid in ids}
+
+    async def unfinished_among(self, task_ids: Sequence[str]) -> set[str]:
+        """Which of these tasks are still unfinished (locked until the commit where that exists)."""
+        if not task_ids:
+            return set()
+        query = (
+            select(write_tasks.c.task_id)
+            .where(and_(write_tasks.c.task_id.in_(list(task_ids)), write_tasks.c.status.in_(_UNFINISHED)))
+            .with_for_update()
+        )
+        return {row[0] for row in (await self.conn.execute(query)).all()}
+
+    async def finish_tasks(self, outcomes: Sequence[TaskOutcome], at: datetime) -> None:
+        """``finish_task`` for several unfinished tasks in one statement (check them first with
+        ``unfinished_among``: the count of rows an executemany changed is not reported everywhere)."""
+        if not outcomes:
+            return
+        values = []
+        for outcome in outcomes:
+            cipher = await self.cipher(outcome.user_id)
+            result = None if outcome.decisions is None else cipher.encrypt(json.dumps(outcome.decisions))
+            values.append(
+                {
+                    "tid": outcome.task_id,
+                    "new_status": outcome.status.value,
+                    "res": result,
+                    "err": outcome.error,
+                }
+            )
+        statement = (
+            update(write_tasks)
+            # No IN (...) here: an expanding list cannot be used with executemany.
+            .where(
+                and_(
+                    write_tasks.c.task_id == bindparam("tid"),
+                    or_(*(write_tasks.c.status == status for status in _UNFINISHED)),
+                )
+            )
+            .values(
+                status=bindparam("new_status"), result=bindparam("res"), error=bindparam("err"), updated_at=at
+            )
+        )
+        await self.conn.execute(statement, values)
 
     async def finish_task(
         self,
