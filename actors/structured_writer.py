@@ -21,6 +21,7 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from engram.actors.memory_service import MemoryService, StagedMemories
+from engram.actors.task_recorder import settle
 from engram.models.api import AddStructuredRequest, BatchItemResult, Decision
 from engram.models.enums import TaskStatus
 from engram.models.errors import ErrorCode
@@ -87,7 +88,7 @@ class StructuredWriter:
                     await self._group(group)
                 except Exception as exc:
                     if len(group) == 1:
-                        _settle(group[0].done, exc)
+                        settle(group[0].done, exc)
                         continue
                     log.warning(
                         "a group of %d structured tasks failed (%s); one by one",
@@ -98,13 +99,13 @@ class StructuredWriter:
                         try:
                             await self._group([item])
                         except Exception as alone:
-                            _settle(item.done, alone)
+                            settle(item.done, alone)
                 for item in group:
-                    _settle(item.done, None)
+                    settle(item.done, None)
         finally:
             waiting, self._queue = [*group, *self._queue], []
             for item in waiting:
-                _settle(item.done, ConnectionAbortedError("the write path stopped; the task resumes later"))
+                settle(item.done, ConnectionAbortedError("the write path stopped; the task resumes later"))
 
     async def _group(self, group: Sequence[_Item]) -> None:
         now = self._clock()
@@ -175,12 +176,3 @@ def _outcome(task_id: str, request: AddStructuredRequest, result: BatchItemResul
         return TaskOutcome(task_id, request.user_id, TaskStatus.FAILED, None, f"{result.code} {result.msg}")
     decision = Decision(op="ADD", memory_id=result.memory_id, content=request.content, reason=REASON)
     return TaskOutcome(task_id, request.user_id, TaskStatus.DONE, [decision.model_dump(mode="json")], None)
-
-
-def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
-    if done.done():
-        return
-    if error is None:
-        done.set_result(None)
-    else:
-        done.set_exception(error)

@@ -89,13 +89,13 @@ class TaskRecorder:
                 self.groups += 1
                 self.recorded += len(group)
                 for _, done in group:
-                    _settle(done, None)
+                    settle(done, None)
         finally:
             # Cancelled (the loop is closing): nobody waits forever; an unanswered accept was
             # never acknowledged, whether or not its row made it.
             waiting, self._queue = [*group, *self._queue], []
             for _, done in waiting:
-                _settle(done, ConnectionAbortedError("the write path stopped before the task was recorded"))
+                settle(done, ConnectionAbortedError("the write path stopped before the task was recorded"))
 
     async def _commit(self, tasks: Sequence[WriteTask]) -> None:
         async with self._transaction() as tx:
@@ -107,14 +107,15 @@ class TaskRecorder:
             try:
                 await self._commit([task])
             except Exception as exc:
-                _settle(done, exc)
+                settle(done, exc)
                 continue
             self.groups += 1
             self.recorded += 1
-            _settle(done, None)
+            settle(done, None)
 
 
-def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
+def settle(done: asyncio.Future[None], error: BaseException | None) -> None:
+    """Answer a waiting caller once: its result, or the error its work raised."""
     if done.done():
         return
     if error is None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,17 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
             with contextlib.suppress(ValueError):  # already gone
                 ray.kill(ray.get_actor(shard_name(settings.serve.app_name, i), namespace="serve"))
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def redeployed_with_keys(app: RunningApp, keys: Sequence[dict[str, Any]]) -> Iterator[RunningApp]:
+    """The session's app updated in place with API keys (no second Ray session), put back after."""
+    from engram.serve.app import deploy
+
+    settings = app.settings.model_copy(deep=True)
+    settings.auth = settings.auth.model_validate({"api_keys": list(keys)})
+    deploy(settings)
+    try:
+        yield RunningApp(app.url, settings)
+    finally:
+        deploy(app.settings)

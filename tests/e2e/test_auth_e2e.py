@@ -22,7 +22,7 @@ from engram.models.api import (
 )
 from engram.models.privacy import ExportDownloadRequest
 from engram.serve.client import EngramApiError, EngramClient
-from tests.e2e.conftest import RunningApp
+from tests.e2e.conftest import RunningApp, redeployed_with_keys
 
 pytestmark = pytest.mark.e2e
 V1 = "/memory/v1"
@@ -36,15 +36,8 @@ KEYS = [
 
 @pytest.fixture(scope="module")
 def secured(engram_app: RunningApp) -> Iterator[RunningApp]:
-    from engram.serve.app import deploy
-
-    settings = engram_app.settings.model_copy(deep=True)
-    settings.auth = settings.auth.model_validate({"api_keys": KEYS})
-    deploy(settings)
-    try:
-        yield RunningApp(engram_app.url, settings)
-    finally:
-        deploy(engram_app.settings)
+    with redeployed_with_keys(engram_app, KEYS) as app:
+        yield app
 
 
 def post(app: RunningApp, route: str, body: dict[str, Any], key: str | None) -> tuple[int, int]:

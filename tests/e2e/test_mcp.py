@@ -18,7 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from engram.serve.mcp_tools import TOOL_NAMES
-from tests.e2e.conftest import RunningApp
+from tests.e2e.conftest import RunningApp, redeployed_with_keys
 
 pytestmark = pytest.mark.e2e
 
@@ -123,15 +123,8 @@ def test_the_tools_over_stdio_against_engram_mcp(engram_app: RunningApp) -> None
 
 @pytest.fixture(scope="module")
 def secured(engram_app: RunningApp) -> Iterator[RunningApp]:
-    from engram.serve.app import deploy
-
-    settings = engram_app.settings.model_copy(deep=True)
-    settings.auth = settings.auth.model_validate({"api_keys": KEYS})
-    deploy(settings)
-    try:
-        yield RunningApp(engram_app.url, settings)
-    finally:
-        deploy(engram_app.settings)
+    with redeployed_with_keys(engram_app, KEYS) as app:
+        yield app
 
 
 def test_keys_tenancy_and_switches_hold_for_the_tools(secured: RunningApp) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from engram.serve.api_docs import render
 from engram.serve.http_app import build_http_app
+from engram.serve.operations import OPERATIONS
 
 pytestmark = pytest.mark.unit
 
@@ -21,21 +22,5 @@ def test_api_doc_is_up_to_date() -> None:
 
 def test_every_contract_route_is_documented() -> None:
     text = API_MD.read_text()
-    for route in (
-        "add",
-        "task",
-        "add_structured",
-        "recall",
-        "update",
-        "delete",
-        "batch_delete",
-        "history",
-        "change_log",
-        "user/list",
-        "user/purge",
-        "user/switch",
-        "user/export",
-        "user/export/download",
-        "user/import",
-    ):
+    for route in [op.path for op in OPERATIONS] + ["user/export/download"]:
         assert f"`POST /memory/v1/{route}`" in text
