@@ -185,8 +185,26 @@ class ShardActor(ForwardPrivacyHelpers):
             "resumed_task_ids": list(write_path.resumed_task_ids),
         }
 
+    async def coroutine_stacks(self) -> list[str]:
+        """Where each coroutine of this shard is waiting (function names and lines, never values):
+        for diagnosing a stall from outside (``ray.get(shard.coroutine_stacks.remote())``)."""
+        return [
+            f"{task.get_name()}: {' -> '.join(_await_chain(task.get_coro()))}" for task in asyncio.all_tasks()
+        ]
+
     def reconfigure(self, overrides: dict[str, Any]) -> None:
         self._shard.reconfigure(overrides)
 
     async def close(self) -> None:
         await self._shard.close()
+
+
+def _await_chain(coro: Any) -> list[str]:
+    """The functions a coroutine is suspended in, outermost first (``cr_await`` down to a future)."""
+    chain: list[str] = []
+    while coro is not None and len(chain) < 40:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            chain.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return chain
