@@ -58,7 +58,8 @@ def test_killed_shard_mid_group_loses_no_structured_write(engram_app: RunningApp
 
     from engram.models.rules.sharding import shard_name
 
-    users = [f"crash-structured-{i}" for i in range(8)]
+    # Enough that processing (embedding, grouped writes) trails the acknowledgements at the kill.
+    users = [f"crash-structured-{i}" for i in range(24)]
 
     async def accept_all() -> list[tuple[str, str]]:
         async with httpx.AsyncClient(base_url=engram_app.url, timeout=60) as http:
