@@ -23,13 +23,13 @@ from typing import Any
 
 import httpx
 
+from engram.loadtest.mix import DEFAULT_MIX, format_mix, parse_mix, total_rate
 from engram.models.settings import Settings
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 SEED_MARKER = "engram-seed.json"
 # Bumped whenever seeded data would differ (2: vector copies beside the metadata).
 SEED_FORMAT = 2
-RECALL_SHARE = 18 / 20  # the locustfile's task weights: recall 18, add 1, healthz 1
 
 
 def answers(url: str) -> bool:
@@ -55,34 +55,57 @@ def run(
     url: str | None,
     *,
     seed_cache: Path | None = None,
+    mix: str = DEFAULT_MIX,
 ) -> dict[str, Any]:
-    """Run one load test and return its figures."""
+    """Run one load test and return its figures (``recall_rps``: the offered recall rate, or the
+    offered write rate of a mix without recall)."""
+    weights = parse_mix(mix)
     started_here = None
     if url is None or not answers(url):
         started_here = _start_app(users, memories, seed_cache)
         url = started_here[0]
     try:
-        stats = _locust(url, users, recall_rps, duration_s)
+        stats = _locust(url, users, total_rate(weights, recall_rps), duration_s, format_mix(weights))
     finally:
         if started_here is not None:
             _stop_app(started_here[1])
-    if "recall" not in stats:
-        raise RuntimeError("locust made no recall request")
-    recall, health, add = stats["recall"], stats.get("healthz", {}), stats.get("add", {})
+    # A light route of a short run may draw no request at all (Poisson); none at all is a failure.
+    if not any(route in stats for route in weights):
+        raise RuntimeError(f"locust made no request of the mix {format_mix(weights)}")
+    recall, health, add = stats.get("recall", {}), stats.get("healthz", {}), stats.get("add", {})
     return {
+        "mix": format_mix(weights),
+        "routes": _per_route(stats),
         "users": users,
         "memories_per_user": memories,
         "offered_recall_rps": recall_rps,
         "duration_s": duration_s,
-        "recall_p50_ms": recall["p50"],
-        "recall_p95_ms": recall["p95"],
-        "recall_p99_ms": recall["p99"],
-        "recall_rps": recall["rps"],
-        "recall_requests": recall["requests"],
+        "recall_p50_ms": recall.get("p50"),
+        "recall_p95_ms": recall.get("p95"),
+        "recall_p99_ms": recall.get("p99"),
+        "recall_rps": recall.get("rps"),
+        "recall_requests": recall.get("requests", 0),
         "healthz_p50_ms": health.get("p50"),
         "healthz_p99_ms": health.get("p99"),
         "add_p99_ms": add.get("p99"),
         "errors": int(sum(row["failures"] for name, row in stats.items() if name != "Aggregated")),
+    }
+
+
+def _per_route(stats: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Each route's rate, percentiles and errors, and its rate against /healthz's in the same run."""
+    floor = stats.get("healthz", {}).get("rps") or 0.0
+    return {
+        name: {
+            "rps": round(row["rps"], 2),
+            "p50_ms": row["p50"],
+            "p95_ms": row["p95"],
+            "p99_ms": row["p99"],
+            "errors": row["failures"],
+            "ratio_to_healthz": round(row["rps"] / floor, 2) if floor else 0.0,
+        }
+        for name, row in stats.items()
+        if name != "Aggregated"
     }
 
 
@@ -171,8 +194,7 @@ def _stop_app(data_dir: Path) -> None:
     shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _locust(url: str, users: int, recall_rps: float, duration_s: int) -> dict[str, dict[str, float]]:
-    total_rps = recall_rps / RECALL_SHARE
+def _locust(url: str, users: int, total_rps: float, duration_s: int, mix: str) -> dict[str, dict[str, float]]:
     clients = max(10, math.ceil(total_rps))
     stats_file = Path(tempfile.mkdtemp(prefix="engram-locust-")) / "stats.json"
     env = {
@@ -180,6 +202,7 @@ def _locust(url: str, users: int, recall_rps: float, duration_s: int) -> dict[st
         "ENGRAM_LT_USERS": str(users),
         "ENGRAM_LT_PER_USER_RPS": str(total_rps / clients),
         "ENGRAM_LT_STATS_FILE": str(stats_file),
+        "ENGRAM_LT_MIX": mix,
     }
     command = [
         "nice", "-n", "19", sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
@@ -206,12 +229,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="engram loadtest", description=run.__doc__)
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--memories", type=int, default=100)
-    parser.add_argument("--rps", type=float, default=30.0, help="offered recall requests per second")
+    parser.add_argument(
+        "--rps", type=float, default=30.0, help="offered recall requests per second (writes, without recall)"
+    )
+    parser.add_argument("--mix", default=DEFAULT_MIX, help=f"route=weight,... (default {DEFAULT_MIX})")
     parser.add_argument("--duration", type=int, default=60, help="seconds of load")
     parser.add_argument("--url", help="an Engram app already running (default: start one, seeded)")
     parser.add_argument("--seed-cache", type=Path, help="keep seeded data here and reuse it")
     args = parser.parse_args(argv)
-    figures = run(args.users, args.memories, args.rps, args.duration, args.url, seed_cache=args.seed_cache)
+    figures = run(
+        args.users, args.memories, args.rps, args.duration, args.url, seed_cache=args.seed_cache, mix=args.mix
+    )
     print(json.dumps(figures))
     return 0 if figures["errors"] == 0 else 1
 

@@ -184,6 +184,7 @@ def _loadtest(args: argparse.Namespace) -> int:
     command += ["--rps", str(args.rps), "--duration", str(args.duration)]
     command += ["--url", args.url] if args.url else []
     command += ["--seed-cache", str(args.seed_cache)] if args.seed_cache else []
+    command += ["--mix", args.mix] if args.mix else []
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
 
@@ -306,7 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
     load = commands.add_parser("loadtest", help="seed, start the app if needed, run locust, print recall P99")
     load.add_argument("--users", type=int, default=1000)
     load.add_argument("--memories", type=int, default=100)
-    load.add_argument("--rps", type=float, default=30.0, help="offered recall requests per second")
+    load.add_argument(
+        "--rps", type=float, default=30.0, help="offered recall requests per second (writes, without recall)"
+    )
+    load.add_argument("--mix", help="route=weight,... e.g. recall=18,add=1,add_structured=1 (the default)")
     load.add_argument("--duration", type=int, default=60, help="seconds of load")
     load.add_argument("--url", help="an Engram app already running (default: start one, seeded)")
     load.add_argument(

@@ -63,3 +63,15 @@ def test_loadtest_reports_every_request_from_locusts_final_stats(server_url: str
     assert recalls == _Answers.recalls, "every answered recall is in the figures"
     assert figures["errors"] == _Answers.recalls // 5
     assert 0 < figures["recall_p50_ms"] <= figures["recall_p99_ms"]
+
+
+def test_a_write_mix_reports_each_route_beside_healthz(server_url: str) -> None:
+    figures = run(
+        users=10, memories=1, recall_rps=6, duration_s=4, url=server_url, mix="add_structured=2,add=1"
+    )
+    routes = figures["routes"]
+    assert {"add_structured", "add", "healthz"} <= set(routes)
+    assert "recall" not in routes and _Answers.recalls == 0
+    for row in routes.values():
+        assert row["errors"] == 0 and row["rps"] > 0 and row["p50_ms"] <= row["p99_ms"]
+    assert routes["healthz"]["ratio_to_healthz"] == 1.0

@@ -20,7 +20,24 @@ def test_locustfile_defines_the_mix() -> None:
     tree = ast.parse(LOCUSTFILE.read_text())
     [agent] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "EngramAgent"]
     methods = {n.name for n in agent.body if isinstance(n, ast.FunctionDef)}
-    assert {"recall", "add", "healthz"} <= methods
+    from engram.loadtest.mix import ROUTES
+
+    assert {*ROUTES, "healthz"} <= methods  # every route a mix may name has its request
+
+
+def test_a_mix_is_parsed_checked_and_sets_the_offered_rate() -> None:
+    from engram.loadtest.mix import DEFAULT_MIX, format_mix, parse_mix, total_rate
+
+    default = parse_mix(DEFAULT_MIX)
+    assert default == {"recall": 18, "add": 1, "add_structured": 1}
+    assert format_mix(default) == DEFAULT_MIX
+    # 30 recall/s at weight 18 of 21 (healthz 1 included): 35 req/s in all.
+    assert total_rate(default, 30) == pytest.approx(35.0)
+    writes = parse_mix("add_structured=3,batch_add_structured=1")
+    assert total_rate(writes, 8) == pytest.approx(10.0)  # without recall the rate is the writes'
+    for bad in ("recall", "recall=x", "forget=1", "recall=0", ""):
+        with pytest.raises(ValueError, match="mix|weight"):
+            parse_mix(bad)
 
 
 def test_seed_texts_are_varied() -> None:
