@@ -36,7 +36,7 @@ def test_a_mix_is_parsed_checked_and_sets_the_offered_rate() -> None:
     writes = parse_mix("add_structured=3,batch_add_structured=1")
     assert total_rate(writes, 8) == pytest.approx(10.0)  # without recall the rate is the writes'
     for bad in ("recall", "recall=x", "forget=1", "recall=0", ""):
-        with pytest.raises(ValueError, match="mix|weight"):
+        with pytest.raises(ValueError, match=r"mix|weight"):
             parse_mix(bad)
 
 
