@@ -50,7 +50,7 @@ from engram.models.rules.capacity import counter_deltas
 from engram.models.rules.decay import recovered_weight, type_initial_weight, weight_now
 from engram.models.rules.records import new_memory, placement
 from engram.models.settings import Settings
-from engram.storage.admission import admit, admit_many, check_important_mark
+from engram.storage.admission import admit_many, check_important_mark
 from engram.storage.embedders import Embedder
 from engram.storage.metadata import MetadataStore, MetadataTx
 from engram.storage.vectors import VectorStore, vector_record
@@ -99,17 +99,11 @@ class MemoryService:
         self, request: AddStructuredRequest, *, op_source: OpSource = OpSource.USER
     ) -> MemoryCreated:
         """Store one ready memory (W6): dedup by content hash, enforce capacity, embed, log."""
-        now = self.clock()
-        [vector] = await self.embedder.embed([request.content])
-        async with self.metadata.transaction() as tx:
-            memory_id, memory, evicted = await self.admit_structured(tx, request, now, op_source)
-            if memory is not None:
-                await tx.bump_version(memory.user_id)
-        if evicted:
-            await self.vectors.delete(evicted)
-        if memory is not None:
-            await self.vectors.upsert([vector_record(memory, vector)])
-        return MemoryCreated(memory_id=memory_id)
+        [result] = await self.add_structured_batch([request], op_source=op_source)
+        if result.code:
+            raise EngramError(ErrorCode(result.code), result.msg)
+        assert result.memory_id is not None
+        return MemoryCreated(memory_id=result.memory_id)
 
     async def add_structured_batch(
         self, requests: Sequence[AddStructuredRequest], *, op_source: OpSource = OpSource.USER
@@ -190,31 +184,6 @@ class MemoryService:
         ]
         if records:
             await self.vectors.upsert(records)
-
-    async def admit_structured(
-        self,
-        tx: MetadataTx,
-        request: AddStructuredRequest,
-        now: datetime,
-        op_source: OpSource = OpSource.USER,
-    ) -> tuple[str, Memory | None, list[str]]:
-        """Admit one ready memory inside ``tx`` (dedup, capacity, insert, log); the caller embeds it
-        and writes its vector after the commit. Returns (memory id, the new memory or None when the
-        same content is already stored, evicted ids)."""
-        level, app_id = placement(request.level, request.app_id, request.session_id)
-        cipher = await tx.cipher(request.user_id)
-        digest = content_hash(request.content, cipher.hash_key)
-        for existing in await tx.find_by_hash(request.user_id, digest):
-            if (existing.app_id, existing.level, existing.session_id, existing.ownership) == (
-                app_id,
-                level,
-                request.session_id,
-                request.ownership,
-            ):
-                return existing.memory_id, None, []
-        memory = self._structured_memory(request, digest, now)
-        evicted = await admit(tx, self.settings, memory, op_source, "add_structured", now)
-        return memory.memory_id, memory, evicted
 
     def _structured_memory(self, request: AddStructuredRequest, digest: str, now: datetime) -> Memory:
         level, app_id = placement(request.level, request.app_id, request.session_id)

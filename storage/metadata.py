@@ -171,17 +171,6 @@ class MetadataTx:
         )
         return await self._load(user_id, query)
 
-    async def find_by_hash(self, user_id: str, content_hash: str) -> list[Memory]:
-        """The user's active memories whose normalised content has this hash."""
-        query = select(memories).where(
-            and_(
-                memories.c.user_id == user_id,
-                memories.c.content_hash == content_hash,
-                memories.c.status == Status.ACTIVE.value,
-            )
-        )
-        return await self._load(user_id, query)
-
     async def find_by_hashes(self, user_id: str, content_hashes: Sequence[str]) -> dict[str, list[Memory]]:
         """The user's active memories with any of these content hashes, by hash (one query)."""
         if not content_hashes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -19,11 +20,15 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # setuptools stages the package in ./build and never empties it: a module deleted since an
+    # earlier build would be packaged again.
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, ROOT],
         check=True,
         cwd=out,
     )
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     (built,) = out.glob("engram-*.whl")
     return built
 
