@@ -3,13 +3,16 @@
 An LLM engine proposes ADD / UPDATE / SUPERSEDE / NONE and deterministic code validates the
 proposal (only references it was given; a SUPERSEDE needs a real contradiction; an UPDATE needs a
 merged statement). Without an LLM, in ``append`` mode, or when the LLM fails or times out, the
-deterministic rules of ``evolution_rules`` decide. Duplicates within one batch are caught first.
+deterministic rules of ``evolution_rules`` decide (``evolution.degraded_mode``; off, the add fails
+instead). Duplicates within one batch are caught first. An LLM NONE on a fact naming a value no
+candidate holds is overruled, and an LLM ADD of another value of a candidate's attribute is a SUPERSEDE.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -17,12 +20,15 @@ from typing import Literal
 import numpy as np
 
 from engram.actors import evolution_rules as rules
+from engram.actors import statements
 from engram.actors.engines.base import Engine, EngineError, StructuredRequest, generate_with_retry
 from engram.actors.extraction import Fact
 from engram.actors.prompts import evolution_messages
 from engram.actors.tasks import EVOLVE_TASK, EvolutionOutput
 from engram.models.domain import Memory
+from engram.models.errors import EngramError, ErrorCode
 from engram.models.hashing import normalise_content
+from engram.models.metrics import METRICS
 from engram.models.settings import EvolutionSettings
 
 log = logging.getLogger(__name__)
@@ -66,17 +72,21 @@ class Evolver:
         hash_of: Callable[[str], str],
         *,
         mode: Literal["llm", "append"],
+        use_llm: bool = True,
     ) -> list[Plan]:
-        """One plan per fact, in order; ``append`` only adds, with hash and semantic dedup (W5)."""
+        """One plan per fact, in order; ``append`` only adds, with hash and semantic dedup (W5).
+
+        ``use_llm=False`` (the LLM already failed on this add's extraction) has the rules decide.
+        """
         hashes = [hash_of(f.text) for f in facts]
         candidates = [self._candidates(f, vectors[i], existing) for i, f in enumerate(facts)]
         proposals: dict[int, EvolutionOutput | str] = {}
-        if mode == "llm" and self._engine is not None:
+        if mode == "llm" and self._engine is not None and use_llm:
             proposals = await self._propose(facts, candidates)
         plans: list[Plan] = []
         claimed: dict[str, str] = {}  # memory_id -> text after this batch's earlier plans
         for i, fact in enumerate(facts):
-            duplicate = self._batch_duplicate(i, hashes, vectors, plans)
+            duplicate = self._batch_duplicate(i, fact.text, hashes, vectors, plans)
             if duplicate is not None:
                 plans.append(Plan("NONE", fact, hashes[i], vectors[i], duplicate))
                 continue
@@ -117,14 +127,15 @@ class Evolver:
         ]
 
     def _batch_duplicate(
-        self, i: int, hashes: Sequence[str], vectors: np.ndarray, earlier: Sequence[Plan]
+        self, i: int, text: str, hashes: Sequence[str], vectors: np.ndarray, earlier: Sequence[Plan]
     ) -> str | None:
         for j, plan in enumerate(earlier):
             if plan.op == "NONE":
                 continue
             if hashes[j] == hashes[i]:
                 return "duplicate of an earlier fact in the same batch"
-            if float(np.dot(vectors[j], vectors[i])) >= self._settings.semantic_dedup_threshold:
+            alike = float(np.dot(vectors[j], vectors[i])) >= self._settings.semantic_dedup_threshold
+            if alike and not rules.new_information(text, plan.fact.text):
                 return "semantic duplicate of an earlier fact in the same batch"
         return None
 
@@ -151,6 +162,7 @@ class Evolver:
                 results = await generate_with_retry(self._engine, requests)
         except TimeoutError:
             log.warning("evolution LLM timed out for %d facts; deterministic rules decide", len(asked))
+            METRICS.degraded.inc(len(asked), {"stage": "evolution", "reason": "timeout"})
             return dict.fromkeys(asked, "LLM timed out")
         proposals: dict[int, EvolutionOutput | str] = {}
         for i, result in zip(asked, results, strict=True):
@@ -159,6 +171,7 @@ class Evolver:
             else:
                 kind = type(result).__name__ if isinstance(result, EngineError) else "bad output"
                 proposals[i] = f"LLM failed ({kind})"
+                METRICS.degraded.inc(1, {"stage": "evolution", "reason": "engine_error"})
         return proposals
 
     def _validated(
@@ -171,6 +184,11 @@ class Evolver:
         existing: Sequence[Existing],
     ) -> Plan:
         if not isinstance(proposal, EvolutionOutput):
+            if proposal and not self._settings.degraded_mode:
+                # Degraded mode off: an LLM failure fails the add instead of the rules deciding (W5).
+                raise EngramError(
+                    ErrorCode.DEPENDENCY_UNAVAILABLE, f"evolution {proposal}; degraded mode is off"
+                )
             prefix = f"{proposal}: " if proposal else ""
             return self._by_rules(fact, content_hash, vector, candidates, existing, prefix)
         by_ref = {c.ref: c for c in candidates}
@@ -180,12 +198,28 @@ class Evolver:
             hashed = self._hash_duplicate(content_hash, candidates, existing)
             if hashed is not None:
                 return Plan("NONE", fact, content_hash, vector, "duplicate content (LLM said ADD)", hashed)
+            changed = self._changed_attribute(fact, candidates)
+            if changed is not None:
+                # Same subject and attribute with another value: the old one must not stay current.
+                return Plan(
+                    "SUPERSEDE",
+                    fact,
+                    content_hash,
+                    vector,
+                    "LLM said ADD; attribute value changed",
+                    _memory(changed, existing),
+                )
             return Plan("ADD", fact, content_hash, vector, reason)
         if proposal.target is not None and target is None:
             return self._by_rules(
                 fact, content_hash, vector, candidates, existing, "LLM cited an unknown memory; rejected: "
             )
         if proposal.event == "NONE":
+            if self._new_to_all(fact, [target] if target is not None else candidates):
+                # A new code, number, date, amount, name or attribute value is never a repeat.
+                return self._by_rules(
+                    fact, content_hash, vector, candidates, existing, "LLM NONE overruled, new value: "
+                )
             return Plan("NONE", fact, content_hash, vector, reason, _memory(target, existing))
         if target is None:
             return self._by_rules(
@@ -247,7 +281,9 @@ class Evolver:
         if hashed is not None:
             return Plan("NONE", fact, content_hash, vector, "append: duplicate content", hashed)
         for candidate in candidates:
-            if candidate.cosine >= self._settings.semantic_dedup_threshold:
+            if candidate.cosine >= self._settings.semantic_dedup_threshold and not rules.new_information(
+                fact.text, candidate.text
+            ):
                 return Plan(
                     "NONE",
                     fact,
@@ -257,6 +293,21 @@ class Evolver:
                     _memory(candidate, existing),
                 )
         return Plan("ADD", fact, content_hash, vector, "append")
+
+    @staticmethod
+    def _changed_attribute(fact: Fact, candidates: Sequence[rules.Candidate]) -> rules.Candidate | None:
+        """The most similar candidate giving another value of the fact's attribute, if any."""
+        for candidate in sorted(candidates, key=lambda c: -c.cosine):
+            if rules.contradicts(candidate.text, fact.text) and statements.claim(fact.text) is not None:
+                return candidate
+        return None
+
+    @staticmethod
+    def _new_to_all(fact: Fact, candidates: Sequence[rules.Candidate]) -> bool:
+        """Whether the fact names values that none of ``candidates`` holds (so it repeats none of them)."""
+        if not statements.value_tokens(fact.text) and statements.claim(fact.text) is None:
+            return False
+        return all(rules.new_information(fact.text, c.text) for c in candidates)
 
     @staticmethod
     def _hash_duplicate(
@@ -277,9 +328,16 @@ def _richer_statement(fact: Fact, candidates: Sequence[rules.Candidate]) -> rule
     new = normalise_content(fact.text)
     for candidate in candidates:
         old = normalise_content(candidate.text)
-        if old and old != new and old in new and candidate.cosine >= MERGE_MIN_COSINE:
+        if old and old != new and _contains(new, old) and candidate.cosine >= MERGE_MIN_COSINE:
             return candidate
     return None
+
+
+def _contains(text: str, part: str) -> bool:
+    """``part`` occurs in ``text`` as whole words ("k001" is no part of "k001a2b3")."""
+    if statements.is_chinese(part):
+        return part in text
+    return re.search(rf"(?<!\w){re.escape(part)}(?!\w)", text) is not None
 
 
 def _memory(candidate: rules.Candidate | None, existing: Sequence[Existing]) -> Memory | None:

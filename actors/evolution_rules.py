@@ -1,7 +1,9 @@
 """Deterministic evolution decisions (W4, W5): the degraded path and the check on an LLM's proposals.
 
-Order of the rules: exact duplicate, semantic duplicate, same meaning, contradiction (SUPERSEDE),
-a richer merged preference (UPDATE), else ADD. Which side of a contradiction wins is the caller's
+Order of the rules: exact duplicate, semantic duplicate (never when the new fact names another code,
+number, date, amount or name, or another value of the same attribute), same meaning, contradiction
+(same subject and attribute, any attribute ``statements.claim`` reads, with a different value:
+SUPERSEDE), a richer merged preference (UPDATE), else ADD. Which side of a contradiction wins is the caller's
 call (by valid_at); this module only detects it. Reasons never quote the user's content.
 """
 
@@ -53,20 +55,22 @@ def decide(new: NewFact, similar: Sequence[Candidate], *, dedup_threshold: float
     for candidate in ranked:
         if candidate.content_hash == new.content_hash:
             return RuleDecision("NONE", candidate, None, "duplicate content")
+    new_attr = statements.claim(new.text)
     for candidate in ranked:
-        if candidate.cosine >= dedup_threshold:
+        # A differing code, number, date, amount or name is new information, whatever the cosine.
+        if candidate.cosine >= dedup_threshold and not new_information(new.text, candidate.text):
             return RuleDecision(
                 "NONE", candidate, None, f"semantic duplicate (cosine {candidate.cosine:.2f})"
             )
-    new_pref, new_attr = statements.preference(new.text), statements.attribute(new.text)
+    new_pref = statements.preference(new.text)
     for candidate in ranked:
-        old_pref, old_attr = statements.preference(candidate.text), statements.attribute(candidate.text)
+        old_pref, old_attr = statements.preference(candidate.text), statements.claim(candidate.text)
         if new_pref is not None and old_pref is not None and _listed(old_pref, new_pref):
             return RuleDecision("NONE", candidate, None, "same meaning: same preference")
         if new_attr and old_attr and new_attr[0] == old_attr[0] and _covers(old_attr, new_attr[1]):
             return RuleDecision("NONE", candidate, None, f"same meaning: same {_label(new_attr[0])}")
     for candidate in ranked:
-        old_attr = statements.attribute(candidate.text)
+        old_attr = statements.claim(candidate.text)
         if new_attr and old_attr and new_attr[0] == old_attr[0]:
             if _covers(new_attr, old_attr[1]):
                 return RuleDecision("UPDATE", candidate, new.text, f"more specific {_label(new_attr[0])}")
@@ -86,9 +90,16 @@ def contradicts(a: str, b: str) -> bool:
     return _attribute_changed(a, b) or _preference_reversed(a, b)
 
 
+def new_information(new_text: str, old_text: str) -> bool:
+    """Whether ``new_text`` says something ``old_text`` does not, however alike they read: it names other
+    identifiers, numbers, dates, amounts or names, or another value of the same attribute."""
+    return statements.values_differ(new_text, old_text) or _attribute_changed(old_text, new_text)
+
+
 def _label(attribute: str) -> str:
-    # "favorite:color" names the user's content; the reason keeps only the attribute's family.
-    return attribute.split(":", 1)[0]
+    # "favorite:color" and "claim:locker code" name the user's content; the reason keeps the family.
+    family = attribute.split(":", 1)[0]
+    return "attribute value" if family == "claim" else family
 
 
 # Attributes whose values nest: "北京" within "北京市朝阳区", "engineer" within "software engineer".
@@ -108,7 +119,7 @@ def _covers(known: tuple[str, str], value: str) -> bool:
 
 
 def _attribute_changed(old_text: str, new_text: str) -> bool:
-    old, new = statements.attribute(old_text), statements.attribute(new_text)
+    old, new = statements.claim(old_text), statements.claim(new_text)
     if old is None or new is None or old[0] != new[0]:
         return False
     return not _covers(old, new[1]) and not _covers(new, old[1])

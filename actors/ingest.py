@@ -1,6 +1,8 @@
 """Ingesting a conversation (SPEC W3-W5): extract facts, plan evolution, commit the plans atomically.
 
-Extraction runs first and may fail with 50001 before anything is written. All plans of one request
+Extraction runs first and may fail with 50001 before anything is written; with an LLM engine that
+fails or times out, ``evolution.degraded_mode`` has the rules engine extract instead (W5). A fact that
+cannot be embedded is skipped and reported in the task, the others go on (W9). All plans of one request
 then commit in one metadata transaction with their change-log entries and counters, so a failure
 leaves nothing half-written; the vector store follows (DESIGN decision 3). With a task id, the task
 is marked DONE in that same transaction, so an accepted write takes effect exactly once (W1).
@@ -8,14 +10,18 @@ is marked DONE in that same transaction, so an accepted write takes effect exact
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
 
 from engram.actors import statements
 from engram.actors.engines.base import Engine
+from engram.actors.engines.rules import RulesEngine
 from engram.actors.evolution import Evolver, Existing, Plan
 from engram.actors.extraction import Fact, extract_facts
 from engram.actors.snapshot import SnapshotCache
@@ -24,14 +30,17 @@ from engram.models.domain import Memory
 from engram.models.enums import Level, OpSource, OpType, Status, TaskStatus
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.hashing import content_hash
+from engram.models.metrics import METRICS
 from engram.models.rules.capacity import counter_deltas
 from engram.models.rules.decay import merged_weight, type_initial_weight, weight_now
 from engram.models.rules.records import new_memory, placement
 from engram.models.settings import Settings
 from engram.storage.admission import admit
-from engram.storage.embedders import Embedder
+from engram.storage.embedders import Embedder, EmbeddingError
 from engram.storage.metadata import MetadataStore, MetadataTx
 from engram.storage.vectors import VectorRecord, VectorStore, vector_record
+
+log = logging.getLogger(__name__)
 
 
 class _AlreadyFinishedError(Exception):
@@ -65,6 +74,7 @@ class Ingestor:
         self._snapshots = snapshots
         self.engine = engine
         self._evolver = Evolver(settings.evolution, engine)
+        self._rules = RulesEngine()  # extracts in degraded mode, when the LLM engine fails (W5)
         self._clock = clock
 
     async def process(self, request: AddRequest, *, task_id: str | None = None) -> list[Decision]:
@@ -76,14 +86,23 @@ class Ingestor:
         if task_id is not None and (stored := await self._finished_decisions(task_id)) is not None:
             return stored
         now = self._clock()
-        facts = await extract_facts(self.engine, request, now, self.settings.extraction)
+        facts, degraded = await self._extract(request, now)
+        facts, vectors, skipped = await self._embed_facts(facts)
         if not facts:
+            decisions = skipped or (
+                [Decision(op="NONE", reason=f"{degraded}; nothing to remember")] if degraded else []
+            )
             if task_id is not None:
                 async with self._metadata.transaction() as tx:
-                    await tx.finish_task(task_id, TaskStatus.DONE, decisions=[], error=None, at=now)
-            return []
+                    await tx.finish_task(
+                        task_id,
+                        TaskStatus.DONE,
+                        decisions=[d.model_dump(mode="json") for d in decisions],
+                        error=None,
+                        at=now,
+                    )
+            return decisions
         level, app_id = placement(request.level, request.app_id, request.session_id)
-        vectors = await self._embedder.embed([f.text for f in facts])
         snapshot = await self._snapshots.get(request.user_id)
         existing = [
             Existing(m, snapshot.vectors[i])
@@ -99,12 +118,13 @@ class Ingestor:
             existing,
             lambda text: content_hash(text, hash_key),
             mode=request.strategy.evolution,
+            use_llm=degraded is None,
         )
-        rewritten = [p.text for p in plans if p.op in ("UPDATE", "MERGE") and p.text]
-        new_vectors = (
-            dict(zip(rewritten, await self._embedder.embed(rewritten), strict=True)) if rewritten else {}
-        )
-        outcome = _Outcome()
+        if degraded is not None:
+            # The task says so (W5): every decision of a degraded add was taken without the LLM.
+            plans = [replace(p, reason=f"{degraded}; {p.reason}") for p in plans]
+        plans, new_vectors = await self._embed_rewrites(plans)
+        outcome = _Outcome(decisions=list(skipped))
         try:
             async with self._metadata.transaction() as tx:
                 for plan in plans:
@@ -121,11 +141,72 @@ class Ingestor:
         except _AlreadyFinishedError:
             assert task_id is not None
             return await self._finished_decisions(task_id) or []
+        METRICS.counts(METRICS.evolution_decisions, "op", Counter(d.op for d in outcome.decisions))
         if outcome.deletes:
             await self._vectors.delete(outcome.deletes)
         if outcome.upserts:
             await self._vectors.upsert(outcome.upserts)
         return outcome.decisions
+
+    async def _extract(self, request: AddRequest, now: datetime) -> tuple[list[Fact], str | None]:
+        """The request's facts, and why the rules engine extracted them instead of the LLM, if it did.
+
+        With ``evolution.degraded_mode`` an LLM that fails or times out on extraction does not fail
+        the add (W5): the rules engine extracts it and evolution decides by the deterministic rules.
+        """
+        settings = self.settings
+        if not self.engine.is_llm:
+            return await extract_facts(self.engine, request, now, settings.extraction), None
+        try:
+            async with asyncio.timeout(settings.evolution.llm_timeout_s):
+                return await extract_facts(self.engine, request, now, settings.extraction), None
+        except TimeoutError:
+            reason = "timeout"
+        except EngramError as exc:
+            if exc.code is not ErrorCode.EXTRACTION_FAILED:
+                raise
+            reason = "engine_error"
+        if not settings.evolution.degraded_mode:
+            raise EngramError(
+                ErrorCode.EXTRACTION_FAILED, f"extraction LLM failed ({reason}); degraded mode is off"
+            )
+        METRICS.degraded.inc(1, {"stage": "extraction", "reason": reason})
+        log.warning("extraction LLM failed (%s); the rules engine extracts this add", reason)
+        facts = await extract_facts(self._rules, request, now, settings.extraction)
+        return facts, f"degraded: extraction LLM failed ({reason}), rules engine used"
+
+    async def _embed_facts(self, facts: list[Fact]) -> tuple[list[Fact], np.ndarray, list[Decision]]:
+        """The facts that could be embedded with their vectors, and a SKIPPED decision for each other (W9)."""
+        try:
+            return facts, await self._embedder.embed([f.text for f in facts]), []
+        except EmbeddingError as exc:
+            failed, partial = set(exc.indices), exc.vectors
+        log.warning("%d of %d facts could not be embedded; they are skipped", len(failed), len(facts))
+        kept = [i for i in range(len(facts)) if i not in failed]
+        skipped = [
+            Decision(op="SKIPPED", content=facts[i].text, reason="embedding failed; not stored")
+            for i in sorted(failed)
+        ]
+        return [facts[i] for i in kept], partial[kept], skipped
+
+    async def _embed_rewrites(self, plans: list[Plan]) -> tuple[list[Plan], dict[str, np.ndarray]]:
+        """Vectors of the UPDATE / MERGE texts; a rewrite whose text cannot be embedded becomes an ADD."""
+        rewritten = list(dict.fromkeys(p.text for p in plans if p.op in ("UPDATE", "MERGE") and p.text))
+        if not rewritten:
+            return plans, {}
+        try:
+            return plans, dict(zip(rewritten, await self._embedder.embed(rewritten), strict=True))
+        except EmbeddingError as exc:
+            failed = {rewritten[i] for i in exc.indices}
+            vectors = {t: exc.vectors[i] for i, t in enumerate(rewritten) if t not in failed}
+        return [
+            replace(
+                p, op="ADD", target=None, text=None, reason=f"{p.reason}; merged text not embeddable, added"
+            )
+            if p.op in ("UPDATE", "MERGE") and p.text in failed
+            else p
+            for p in plans
+        ], vectors
 
     async def _finished_decisions(self, task_id: str) -> list[Decision] | None:
         """The stored decisions of a finished task (empty when it FAILED); None while unfinished."""

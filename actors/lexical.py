@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["Bm25Index", "entity_overlap", "fuse", "stem", "tokenize"]
+__all__ = ["Bm25Index", "entity_overlap", "fuse", "language", "stem", "tokenize"]
 
 # Han (incl. extension A and compatibility ideographs), kana and Hangul: scripts written without
 # spaces, so they are split into character unigrams and bigrams instead of words.
@@ -36,8 +36,21 @@ when whens where wheres which while who whos whom why whys will with wont would 
 youll youre youve your yours yourself yourselves
 """
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-# Particles so frequent in Chinese that their unigrams carry no signal (bigrams keep them).
-_CJK_STOP_CHARS = frozenset("的了吗呢吧啊呀么是在")
+# Chinese function characters. Pronouns, particles and measure words carry no evidence at all: they
+# are dropped as unigrams and every bigram holding one is dropped too ("帮我叫个车" and "我住在杭州"
+# must not match on "我"). The second set are function characters whose unigram says nothing but
+# which also build content words ("会议", "重要", "有名"), so their bigrams stay.
+_CJK_FUNCTION_CHARS = frozenset("的了吗呢吧啊呀么哦嘛啦呗哈嗯我你您他她它们这那哪个")
+_CJK_STOP_CHARS = _CJK_FUNCTION_CHARS | frozenset(
+    "什是在和与及或也都就很还又把被给让帮请要会能想有没不去来到说做对从向于为以而但如若之其此一上下中里时后前得地着过再才只更最太挺真"
+)
+# Function words of two characters (conjunctions, question words, fillers): no evidence either.
+_CJK_STOP_BIGRAM_TEXT = """
+什么 怎么 为什 因为 所以 但是 如果 还是 已经 就是 不是 没有 可以 可能 应该 知道 觉得 现在 时候
+一下 一些 一起 一直 然后 而且 并且 不过 可是 其实 还有 另外 对了 同时 因此 只是 真的 非常 特别
+比较 有点 一点 之前 之后 以后 以前 帮忙 告诉 记得 记住 请问 是否 有没 能不 可不 要不
+"""
+_CJK_STOP_BIGRAMS = frozenset(_CJK_STOP_BIGRAM_TEXT.split())
 
 
 @lru_cache(maxsize=65536)
@@ -80,18 +93,41 @@ def _stem_once(word: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercased, stemmed English words without stopwords (numbers kept) and CJK uni- and bigrams."""
+    """Lowercased, stemmed English words without stopwords (numbers kept) and CJK uni- and bigrams.
+
+    Chinese function characters and words are left out: they are evidence of nothing.
+    """
     tokens: list[str] = []
     for match in _TOKEN_RE.finditer(unicodedata.normalize("NFKC", text).casefold()):
         run = match.group("cjk")
         if run is not None:
             tokens.extend(c for c in run if c not in _CJK_STOP_CHARS)
-            tokens.extend(run[i : i + 2] for i in range(len(run) - 1))
+            tokens.extend(
+                pair
+                for pair in (run[i : i + 2] for i in range(len(run) - 1))
+                if pair not in _CJK_STOP_BIGRAMS and not _CJK_FUNCTION_CHARS.intersection(pair)
+            )
             continue
         word = match.group("word").replace("'", "").replace("\u2019", "")
         if word not in _STOPWORDS:
             tokens.append(stem(word))
     return tokens
+
+
+_CJK_CHAR_RE = re.compile(f"[{_CJK}]")
+_LATIN_WORD_RE = re.compile(r"[^\W\d_]+")
+
+
+def language(text: str) -> str | None:
+    """``"cjk"`` or ``"latin"``, by the script most of the text is written in; None without either.
+
+    A CJK character counts as half a word ("我在Google工作" is Chinese, "Works at 阿里巴巴" English).
+    """
+    cjk = len(_CJK_CHAR_RE.findall(text))
+    latin = sum(1 for w in _LATIN_WORD_RE.findall(_CJK_CHAR_RE.sub(" ", text)))
+    if cjk == 0 and latin == 0:
+        return None
+    return "cjk" if cjk > 2 * latin else "latin"
 
 
 class Bm25Index:
@@ -184,15 +220,21 @@ def fuse(
     w_lexical: float,
     w_entity: float,
 ) -> np.ndarray:
-    """Weighted mean of the three relevance signals (each in [0, 1]), clipped to [0, 1]."""
+    """Weighted mean of the three relevance signals (each in [0, 1]), clipped to [0, 1].
+
+    A NaN marks a signal absent for that item (no evidence either way, e.g. lexical overlap between
+    texts in different languages): its weight is left out of that item's mean, not counted as a zero.
+    """
     weights = (w_semantic, w_lexical, w_entity)
     if any(w < 0 or not math.isfinite(w) for w in weights) or sum(weights) <= 0:
         raise ValueError("fusion weights must be finite, non-negative and not all zero")
-    total = math.fsum(weights)
-    fused = (
-        w_semantic * np.asarray(semantic, dtype=np.float64)
-        + w_lexical * np.asarray(lexical, dtype=np.float64)
-        + w_entity * np.asarray(entity, dtype=np.float64)
-    ) / total
-    result: np.ndarray = np.clip(np.nan_to_num(fused, nan=0.0), 0.0, 1.0)
+    signals = np.stack(
+        np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (semantic, lexical, entity)))
+    )
+    present = ~np.isnan(signals)
+    weighted = np.asarray(weights, dtype=np.float64).reshape((3,) + (1,) * (signals.ndim - 1)) * present
+    total = weighted.sum(axis=0)
+    summed = (weighted * np.nan_to_num(signals, nan=0.0)).sum(axis=0)
+    fused = np.divide(summed, total, out=np.zeros_like(summed), where=total > 0)
+    result: np.ndarray = np.clip(fused, 0.0, 1.0)
     return result

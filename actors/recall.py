@@ -8,6 +8,7 @@ relevance x weight with lazily decayed weights -> top_k.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,12 +16,13 @@ from datetime import datetime
 import numpy as np
 
 from engram.actors import isolation
-from engram.actors.lexical import Bm25Index, fuse, tokenize
+from engram.actors.lexical import Bm25Index, fuse, language, tokenize
 from engram.actors.snapshot import SnapshotCache, UserSnapshot, VectorSource
 from engram.actors.views import recalled_memory
 from engram.models.api import RecallRequest, RecallResponse
 from engram.models.domain import Memory
 from engram.models.errors import EngramError, ErrorCode
+from engram.models.metrics import METRICS, app_label
 from engram.models.rules import ranking
 from engram.models.rules.decay import weight_now
 from engram.models.settings import RecallSettings, Settings
@@ -63,13 +65,23 @@ class Recaller:
     async def recall(self, request: RecallRequest) -> RecallOutcome:
         """Run the pipeline within the request's timeout; past it, fail with 50401 (R5)."""
         timeout_ms = request.timeout_ms or self.settings.recall.timeout_ms
+        started = time.perf_counter()
+        outcome = "error"
         try:
             async with asyncio.timeout(timeout_ms / 1000):
-                return await self._recall(request)
+                result = await self._recall(request)
+            outcome = "hit" if result.response.hit else "miss"
+            return result
         except TimeoutError as exc:
+            outcome = "timeout"
             raise EngramError(
                 ErrorCode.RECALL_TIMEOUT, f"recall did not finish within {timeout_ms} ms"
             ) from exc
+        finally:
+            METRICS.recall_latency.observe(
+                (time.perf_counter() - started) * 1000,
+                {"outcome": outcome, "app": app_label(self.settings.metrics, request.scope.app_id)},
+            )
 
     async def _recall(self, request: RecallRequest) -> RecallOutcome:
         settings = self.settings.recall
@@ -79,6 +91,7 @@ class Recaller:
         )
         now = self._clock()
         positions = [i for i, m in enumerate(snapshot.memories) if isolation.visible(flt, m, now)]
+        METRICS.recall_candidates.observe(len(positions))
         if not positions:
             return RecallOutcome(RecallResponse(hit=False, memories=[]), [])
         relevance = hybrid_relevance(snapshot, positions, vectors[0], request.query, settings)
@@ -116,6 +129,9 @@ def hybrid_relevance(
     semantic = ranking.cosines_to_relevance(cosine, settings)
     query_tokens = tokenize(query)
     lexical = lexical_coverage(snapshot.lexicon, query_tokens)[index]
+    # Across languages lexical overlap is no evidence either way: NaN marks it absent for that memory,
+    # so the semantic signal decides there (``fuse``) instead of a zero holding the memory down.
+    lexical[_other_language(snapshot, positions, language(query))] = np.nan
     present = set(query_tokens)
     entity = np.array(
         [
@@ -127,7 +143,7 @@ def hybrid_relevance(
     # A signal that no memory shows for this query is absent, not evidence against every memory:
     # when nothing shares a word with the query, a paraphrase ("call me a cab" / "prefers taxis")
     # is judged on meaning alone instead of being held under min_relevance by the lexical share.
-    lexical_weight = settings.lexical_weight if lexical.any() else 0.0
+    lexical_weight = settings.lexical_weight if np.nan_to_num(lexical, nan=0.0).any() else 0.0
     entity_weight = settings.entity_weight if entity.any() else 0.0
     if settings.semantic_weight + lexical_weight + entity_weight <= 0:
         return np.zeros(len(positions), dtype=np.float64)
@@ -138,6 +154,21 @@ def hybrid_relevance(
         w_semantic=settings.semantic_weight,
         w_lexical=lexical_weight,
         w_entity=entity_weight,
+    )
+
+
+def _other_language(snapshot: UserSnapshot, positions: list[int], query_language: str | None) -> np.ndarray:
+    """Mask of the memories at ``positions`` written in another language than the query."""
+    if query_language is None:
+        return np.zeros(len(positions), dtype=bool)
+    known = snapshot.languages
+    return np.array(
+        [
+            (known[i] if i < len(known) else language(snapshot.memories[i].content or ""))
+            not in (None, query_language)
+            for i in positions
+        ],
+        dtype=bool,
     )
 
 

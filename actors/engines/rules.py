@@ -6,7 +6,7 @@ the speaker's own statements, rewrite them in the compact fact style, classify a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import date
 from typing import Any
 
@@ -60,10 +60,13 @@ def extract(payload: Mapping[str, Any]) -> ExtractionOutput:
     for message in messages:
         if not isinstance(message, Mapping) or not isinstance(message.get("content"), str):
             raise EngineError("each message needs a role and a string content")
+    # The named people of a transcript ("Caroline: ...", "Melanie: ..."), so a vocative is no content.
+    participants = {name for m in messages if (name := statements.speaker_label(m["content"])[0]) is not None}
+    for message in messages:
         if message.get("role") != speaker:
             continue
         msg_id = message.get("msg_id")
-        for fact in message_facts(message["content"], speaker, today):
+        for fact in message_facts(message["content"], speaker, today, participants):
             key = normalise_content(fact.text)
             if key not in seen:
                 seen.add(key)
@@ -74,28 +77,65 @@ def extract(payload: Mapping[str, Any]) -> ExtractionOutput:
 
 
 def message_facts(
-    content: str, speaker: statements.Speaker, today: date | None = None
+    content: str,
+    speaker: statements.Speaker,
+    today: date | None = None,
+    participants: Collection[str] = (),
 ) -> list[ExtractedFact]:
-    """The facts one message of ``speaker`` states about itself (chit-chat and general knowledge dropped)."""
+    """The facts one message of ``speaker`` states about itself (chit-chat and general knowledge dropped).
+
+    A turn of a transcript ("Caroline: ...") is read by ``transcript_facts`` instead.
+    """
+    name, body = statements.speaker_label(content)
+    if name is not None:
+        return transcript_facts(name, body, today, participants)
     facts: list[ExtractedFact] = []
     for statement in statements.split_statements(content):
         for clause in statements.split_clauses(statement):
             if statements.is_chitchat(clause) or not statements.is_personal(clause):
                 continue
             text = statements.to_fact(clause, speaker)[:_MAX_TEXT].strip()
-            if not text or statements.is_chitchat(text):
-                continue
-            kind = statements.classify(text)
-            facts.append(
-                ExtractedFact(
-                    text=text,
-                    kind=kind,
-                    importance=statements.importance(text, kind),
-                    expires_in_days=statements.expiry_days(clause, today),
-                    entities=statements.entities(text),
-                )
-            )
+            if text and not statements.is_chitchat(text):
+                facts.append(_fact(text, clause, today))
     return facts
+
+
+def transcript_facts(
+    name: str, body: str, today: date | None = None, participants: Collection[str] = ()
+) -> list[ExtractedFact]:
+    """One fact of a named speaker's turn: its informative statements, about anyone (events, plans,
+    dates), in the fact style and labelled with the speaker ("Caroline: Went to a support group ...").
+
+    The statements of one turn stay together: they refer to each other ("it", "they", "there"), and
+    split into separate memories they lost that context (docs/evaluation.md, extract mode).
+    """
+    parts = [
+        (fact, _fact(fact, statement, today).expires_in_days)
+        for statement in statements.split_statements(body)
+        if statements.is_informative(statement, participants or (name,))
+        and (fact := statements.to_fact(statement, "user").strip())
+    ]
+    if not parts:
+        return []
+    text = " ".join(p if p.endswith((".", "!", "?")) else f"{p}." for p, _ in parts)
+    joined = _fact(f"{name}: {text}"[:_MAX_TEXT], body, today)
+    # The turn runs out only when all it says does: one plan for "next week" must not take the
+    # rest of the turn with it.
+    expiries = [days for _, days in parts]
+    lasting = any(days is None for days in expiries)
+    return [joined.model_copy(update={"expires_in_days": None if lasting else max(d for d in expiries if d)})]
+
+
+def _fact(text: str, source: str, today: date | None) -> ExtractedFact:
+    kind = statements.classify(text)
+    return ExtractedFact(
+        text=text,
+        kind=kind,
+        importance=statements.importance(text, kind),
+        # Something that happened does not run out ("ran a race last Saturday").
+        expires_in_days=None if kind == "event" else statements.expiry_days(source, today),
+        entities=statements.entities(text),
+    )
 
 
 def _today(value: object) -> date | None:

@@ -38,9 +38,9 @@ _EXPIRY_HINTS: Final[tuple[tuple[re.Pattern[str], int, str], ...]] = (
     (re.compile(r"\bnext year\b|明年"), 366, "y1"),
 )
 _EN_WEEKDAY: Final = re.compile(
-    r"(?<!every )(?<!each )\b(?:on |this |next )?(" + "|".join(_WEEKDAYS_EN) + r")\b"
+    r"(?<!every )(?<!each )(?<!last )(?<!past )\b(?:on |this |next )?(" + "|".join(_WEEKDAYS_EN) + r")\b"
 )
-_ZH_WEEKDAY: Final = re.compile(f"(?<!每)(?:星期|周|礼拜)([{_WEEKDAYS_ZH}天])")
+_ZH_WEEKDAY: Final = re.compile(f"(?<![每上])(?:星期|周|礼拜)([{_WEEKDAYS_ZH}天])")
 _IN_N: Final = re.compile(
     r"\bin (\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten) (day|week|month)s?\b"
     r"|(\d{1,3})\s*(天|周|个星期|个月)(?:后|之后|以后|内|之内)"

@@ -89,9 +89,13 @@ def test_a_shard_started_before_extraction_exists_waits_for_it(
             route_prefix=None,
         )
         _wait_for_status(shard, task_ids, {TaskStatus.DONE}, 120)
-        for task_id in task_ids:
-            view = ray.get(shard.task.remote(TaskRequest(task_id=task_id)), timeout=60)
-            assert [d.op for d in view.decisions] == ["ADD"]
+        # One after another on the user's mailbox: the first locker number is added, each later
+        # one supersedes the one before (a changed value, #13).
+        ops = [
+            [d.op for d in ray.get(shard.task.remote(TaskRequest(task_id=t)), timeout=60).decisions]
+            for t in task_ids
+        ]
+        assert sorted(ops) == [["ADD"], ["SUPERSEDE"], ["SUPERSEDE"]]
         ray.get(shard.close.remote(), timeout=120)
     finally:
         ray.kill(shard)

@@ -124,8 +124,10 @@ async def test_supersede_without_contradiction_keeps_both(llm_service: Callable[
 
 
 async def test_malformed_extraction_fails_with_nothing_written(
-    llm_service: Callable[[Script], Any], stores: Stores
+    llm_service: Callable[[Script], Any], stores: Stores, settings: Settings
 ) -> None:
+    # With degraded mode off; on (the default) the rules engine extracts instead (test_degraded_mode).
+    settings.evolution.degraded_mode = False
     calls: list[str] = []
 
     def broken(kind: str, _: dict[str, Any]) -> Reply:
@@ -140,3 +142,17 @@ async def test_malformed_extraction_fails_with_nothing_written(
     assert await contents(service) == []
     async with stores.metadata.transaction() as tx:
         assert await tx.counters("u1") == {}
+
+
+@pytest.mark.parametrize("event", ["NONE", "ADD"])
+async def test_llm_missing_a_changed_value_is_overruled(
+    llm_service: Callable[[Script], Any], event: str
+) -> None:
+    # Issue #13: a new code is never a repeat (NONE) and must not stay current beside the old (ADD).
+    old, new = "Locker code at the Lisbon office is K011bb64", "Locker code at the Lisbon office is K021c9d0"
+    first = await llm_service(lambda kind, _: facts(old) if kind == "extract" else proposal(event, "0"))
+    await first.process_add(said("My locker code at the Lisbon office is K011bb64"))
+    service = await llm_service(lambda kind, _: facts(new) if kind == "extract" else proposal(event, "0"))
+    [decision] = await service.process_add(said("My locker code at the Lisbon office is K021c9d0"))
+    assert decision.op == "SUPERSEDE", decision.reason
+    assert await contents(service) == [new]

@@ -369,6 +369,8 @@ async def test_unfinished_tasks_resume_after_a_restart_exactly_once(
 async def test_extraction_failure_ends_failed_with_50001_and_writes_nothing(
     settings: Settings, stores: Stores, clock: ManualClock
 ) -> None:
+    # With degraded mode off; on (the default) the rules engine extracts instead (test_degraded_mode).
+    settings.evolution.degraded_mode = False
     engine = BrokenEngine()
     service = MemoryService(
         settings, stores.metadata, stores.vectors, stores.embedder, clock=clock, engine=engine

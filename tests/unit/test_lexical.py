@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engram.actors.lexical import Bm25Index, entity_overlap, fuse, stem, tokenize
+from engram.actors.lexical import Bm25Index, entity_overlap, fuse, language, stem, tokenize
 
 pytestmark = pytest.mark.unit
 
@@ -55,13 +55,37 @@ def test_numbers_possessives_and_contractions() -> None:
 
 def test_chinese_gives_unigrams_and_bigrams_of_each_run() -> None:
     assert tokenize("四川火锅") == ["四", "川", "火", "锅", "四川", "川火", "火锅"]
-    # Particles are dropped as unigrams only; the bigram still carries them.
-    assert tokenize("我的猫") == ["我", "猫", "我的", "的猫"]
+    # Pronouns and particles are no evidence (issue #13): neither they nor a bigram holding one is kept.
+    assert tokenize("我的猫") == ["猫"]
+
+
+def test_chinese_function_characters_and_words_are_dropped() -> None:
+    # "帮我叫个车" once matched "我住在杭州西湖区" on "我".
+    assert not set(tokenize("帮我叫个车")) & set(tokenize("我住在杭州西湖区。"))
+    assert tokenize("帮我叫个车") == ["叫", "车"]
+    # A function character's unigram goes, the content words it builds stay.
+    assert tokenize("要开会议") == ["开", "议", "要开", "开会", "会议"]
+    assert "什么" not in tokenize("什么是火锅") and "火锅" in tokenize("什么是火锅")
 
 
 def test_mixed_chinese_and_english() -> None:
     tokens = tokenize("我喜欢Python编程, especially testing")
-    assert tokens == ["我", "喜", "欢", "我喜", "喜欢", "python", "编", "程", "编程", "especialli", "test"]
+    assert tokens == ["喜", "欢", "喜欢", "python", "编", "程", "编程", "especialli", "test"]
+
+
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [
+        ("帮我叫个车", "cjk"),
+        ("I prefer taking a taxi", "latin"),
+        ("我在Google工作", "cjk"),
+        ("Works at 阿里巴巴", "latin"),
+        ("2023 10:30", None),
+        ("", None),
+    ],
+)
+def test_language_is_the_main_script(text: str, script: str | None) -> None:
+    assert language(text) == script
 
 
 def test_full_width_and_empty_input() -> None:
@@ -229,6 +253,18 @@ def test_fuse_with_only_one_weight_returns_that_signal_clipped() -> None:
     semantic = np.array([1.4, -0.2, 0.3])
     fused = fuse(semantic, np.zeros(3), np.zeros(3), w_semantic=2.0, w_lexical=0.0, w_entity=0.0)
     np.testing.assert_allclose(fused, [1.0, 0.0, 0.3])
+
+
+def test_fuse_leaves_an_absent_signal_out_of_that_items_mean() -> None:
+    semantic = np.array([0.8, 0.8])
+    lexical = np.array([np.nan, 0.0])
+    fused = fuse(semantic, lexical, np.zeros(2), w_semantic=0.4, w_lexical=0.6, w_entity=0.0)
+    # Absent: the semantic signal decides alone; present but zero: it pulls the mean down.
+    np.testing.assert_allclose(fused, [0.8, 0.32])
+    all_absent = fuse(
+        np.array([np.nan]), np.array([np.nan]), np.array([np.nan]), w_semantic=1, w_lexical=1, w_entity=1
+    )
+    np.testing.assert_allclose(all_absent, [0.0])
 
 
 def test_fuse_rejects_bad_weights_and_nan() -> None:
