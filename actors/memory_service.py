@@ -19,6 +19,7 @@ import numpy as np
 from engram.actors import statements
 from engram.actors.engines.base import Engine
 from engram.actors.engines.factory import engine_from_settings
+from engram.actors.engines.metered import metered
 from engram.actors.ingest import Ingestor
 from engram.actors.recall import Recaller
 from engram.actors.snapshot import VectorSource
@@ -84,7 +85,7 @@ class MemoryService:
             vectors,
             embedder,
             self.recaller.snapshots,
-            engine or engine_from_settings(settings.engine),
+            engine or metered(engine_from_settings(settings.engine)),
             clock,
         )
         self._background: set[asyncio.Task[None]] = set()

@@ -25,6 +25,7 @@ from engram.actors.task_recorder import settle
 from engram.models.api import AddStructuredRequest, BatchItemResult, Decision
 from engram.models.enums import TaskStatus
 from engram.models.errors import ErrorCode
+from engram.models.metrics import METRICS
 from engram.storage.metadata import TaskOutcome
 
 log = logging.getLogger(__name__)
@@ -162,6 +163,10 @@ class StructuredWriter:
                 # Another finisher ended one meanwhile: undo the group; retried one by one, it is skipped.
                 raise _AlreadyFinishedError("a task of the group was finished elsewhere")
             await tx.finish_tasks(outcomes, now)
+        ended = self._clock()
+        for outcome in outcomes:
+            if (task := tasks.get(outcome.task_id)) is not None:
+                METRICS.task_ended(task.kind, outcome.status, task.created_at, ended)
         if vectors is not None:
             # One delete and one upsert for the whole group (each opens transactions of its own).
             await self.service.write_vectors(

@@ -16,6 +16,7 @@ FAILED would lose an accepted write, retrying at once could spin, so it waits fo
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -45,6 +46,7 @@ from engram.models.domain import WriteTask
 from engram.models.enums import TaskStatus
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.ids import new_id
+from engram.models.metrics import METRICS, app_label
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,9 @@ class WritePath:
         *,
         max_attempts: int = 5,
         resume_page: int = 1000,
+        shard: int = 0,
     ) -> None:
+        """``shard``: the shard this write path serves (the label of its pending-task gauge)."""
         self.service = service
         self.host = host or MailboxHost()
         self.max_attempts = max_attempts
@@ -77,6 +81,9 @@ class WritePath:
         self.structured = StructuredWriter(service, max_attempts=max_attempts, yield_to=self.recorder.settled)
         # The ids the last ``resume`` queued (the first RESUMED_IDS_KEPT): what a crash left unfinished.
         self.resumed_task_ids: list[str] = []
+        # Tasks queued or running on the mailboxes (engram_tasks_pending).
+        self.pending_tasks = 0
+        self._shard_tags = {"shard": str(shard)}
 
     # --- accepting ----------------------------------------------------------------------------
 
@@ -120,13 +127,27 @@ class WritePath:
     def schedule(self, user_id: str, task_id: str, kind: str) -> None:
         """Queue a recorded task on its user's mailbox (also the entry for tasks recorded elsewhere)."""
         work = self._process_structured if kind == KIND_ADD_STRUCTURED else self._process
+
+        async def run() -> None:
+            try:
+                await work(task_id)
+            finally:
+                self._count_pending(-1)
+
+        self._count_pending(+1)
         try:
-            self.host.submit_nowait(user_id, lambda: work(task_id))
+            self.host.submit_nowait(user_id, run)
         except MailboxClosedError:
+            self._count_pending(-1)
             # The task is committed, so it is not lost: the next start's resume() picks it up.
             log.info("write task %s recorded while shutting down; it resumes on the next start", task_id)
 
+    def _count_pending(self, delta: int) -> None:
+        self.pending_tasks += delta
+        METRICS.tasks_pending.set(self.pending_tasks, dict(self._shard_tags))
+
     async def _record(self, user_id: str, kind: str, payload: dict[str, Any]) -> str:
+        started = time.perf_counter()
         now = self.service.clock()
         task = WriteTask(
             task_id=new_id(),
@@ -138,6 +159,8 @@ class WritePath:
             updated_at=now,
         )
         await self.recorder.record(task)
+        app = app_label(self.service.settings.metrics, payload.get("app_id"))
+        METRICS.write_ack.observe((time.perf_counter() - started) * 1000, {"kind": kind, "app": app})
         return task.task_id
 
     # --- processing (always on the task's user mailbox) ---------------------------------------
@@ -155,6 +178,7 @@ class WritePath:
             return
         try:
             await self._execute(task)
+            METRICS.task_ended(task.kind, TaskStatus.DONE, task.created_at, self.service.clock())
         except EngramError as exc:
             await self._fail(task, f"{exc.code.value} {exc.message}")
         except ValidationError:
@@ -209,6 +233,7 @@ class WritePath:
             await tx.finish_task(
                 task.task_id, TaskStatus.FAILED, decisions=None, error=error, at=self.service.clock()
             )
+        METRICS.task_ended(task.kind, TaskStatus.FAILED, task.created_at, self.service.clock())
         log.info("write task %s of user %s failed: %s", task.task_id, task.user_id, error.split(" ", 1)[0])
 
     # --- reading tasks ------------------------------------------------------------------------

@@ -16,12 +16,15 @@ from engram.lifecycle.context import LifecycleStores, vectors_for
 from engram.lifecycle.plan import SweepCounts
 from engram.lifecycle.queries import statuses
 from engram.models.enums import Status
+from engram.models.metrics import METRICS
 from engram.models.rules import capacity
 from engram.storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
 
 INDEXED = (Status.ACTIVE, Status.SUPERSEDED)
+# The SweepCounts fields a repair moves (engram_reconcile_repairs_total's kind label).
+REPAIRS = ("vectors_restored", "orphan_vectors_removed", "counters_fixed", "archive_objects_fixed")
 
 
 def expected_counters(active: Mapping[tuple[str, bool], int]) -> dict[str, int]:
@@ -91,5 +94,6 @@ async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool
             if memory.memory_id in set(missing_objects):
                 item = ArchivedItem(memory.memory_id, memory.content or "", vectors[memory.memory_id])
                 await stores.archive.put(cipher, user_id, item)
+    METRICS.counts(METRICS.reconcile_repairs, "kind", {k: getattr(counts, k) for k in REPAIRS})
     log.info("reconcile of user %s repaired %s", user_id, counts.as_dict())
     return counts

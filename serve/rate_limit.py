@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engram.models.errors import EngramError, ErrorCode
+from engram.models.metrics import METRICS
 from engram.models.settings import LimitSettings
 
 
@@ -55,14 +56,15 @@ class RateLimitedBackend:
         self._limiter = limiter
         self.refused = 0
 
-    def _take(self, request: Any) -> None:
+    def _take(self, request: Any, op: str) -> None:
         user_id = getattr(request, "user_id", None)
         if isinstance(user_id, str) and not self._limiter.allow(user_id):
             self.refused += 1
+            METRICS.rate_limited.inc(1, {"op": op})
             raise EngramError(ErrorCode.RATE_LIMITED, "too many requests for this user; retry later")
 
     async def call(self, op: Any, request: Any) -> Any:
-        self._take(request)
+        self._take(request, getattr(op, "name", "unknown"))
         return await self._inner.call(op, request)
 
     def __getattr__(self, name: str) -> Any:
@@ -72,7 +74,7 @@ class RateLimitedBackend:
             return target
 
         async def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
-            self._take(request)
+            self._take(request, name)
             return await target(request, *args, **kwargs)
 
         return limited

@@ -13,6 +13,7 @@ from datetime import datetime
 from engram.models.domain import Memory
 from engram.models.enums import OpSource, OpType, Status
 from engram.models.errors import EngramError, ErrorCode
+from engram.models.metrics import METRICS
 from engram.models.rules import capacity
 from engram.models.rules.capacity import counter_deltas
 from engram.models.rules.decay import weight_now
@@ -27,6 +28,7 @@ async def check_important_mark(tx: MetadataTx, settings: Settings, memory: Memor
     if not capacity.important_allowed(
         counts.get(capacity.important_dimension(own), 0) + 1, own, settings.capacity
     ):
+        METRICS.capacity_refusals.inc(1, {"code": str(ErrorCode.IMPORTANT_LIMIT_EXCEEDED.value)})
         raise EngramError(
             ErrorCode.IMPORTANT_LIMIT_EXCEEDED,
             f"at most {capacity.important_limit(own, settings.capacity)} important memories "
@@ -55,6 +57,7 @@ async def make_room(tx: MetadataTx, settings: Settings, memory: Memory, now: dat
             [_candidate(settings, r, now) for r in rows], count, limit, settings.capacity
         )
         if not plan.fits:
+            METRICS.capacity_refusals.inc(1, {"code": str(ErrorCode.CAPACITY_FULL.value)})
             raise EngramError(
                 ErrorCode.CAPACITY_FULL,
                 f"dimension {dimension!r} is full ({count}/{limit}) and holds nothing evictable",
@@ -83,6 +86,8 @@ async def _evict(tx: MetadataTx, rows: Sequence[EvictionRow], status: Status, no
         for dimension in capacity.dimensions_for(row.app_id):
             deltas[dimension] -= 1
     await tx.add_to_counters(user_id, deltas)
+    action = "archived" if status is Status.ARCHIVED else "deleted"
+    METRICS.capacity_evictions.inc(len(rows), {"action": action})
 
 
 async def admit(

@@ -21,6 +21,8 @@ class RunningApp:
 
     url: str
     settings: Settings
+    # Ray's metrics export (Engram's, Ray's and Serve's series): tests/e2e/test_metrics.py.
+    metrics_url: str = ""
 
 
 @pytest.fixture(scope="session")
@@ -45,11 +47,20 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
         lifecycle={"scheduler_enabled": False},
     )
     # As many CPUs as the machines this runs on (2): replicas must fit there too.
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="serve")
+    metrics_port = free_port()
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        namespace="serve",
+        _metrics_export_port=metrics_port,
+    )
     serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
     deploy(settings)
     try:
-        yield RunningApp(f"http://127.0.0.1:{settings.serve.port}", settings)
+        yield RunningApp(
+            f"http://127.0.0.1:{settings.serve.port}", settings, f"http://127.0.0.1:{metrics_port}/metrics"
+        )
     finally:
         serve.shutdown()
         for i in range(settings.serve.shard_count):

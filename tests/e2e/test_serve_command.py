@@ -27,6 +27,7 @@ def test_a_failed_start_prints_the_reason_and_stops_cleanly(tmp_path: Path) -> N
                     "database_url": "postgresql+asyncpg://postgres@127.0.0.1:1/nowhere",
                 },
                 "serve": {"app_name": "engram-broken", "stop_grace_s": 5},
+                "metrics": {"export_port": 0},  # 8080 may be taken on a shared machine
             }
         )
     )
