@@ -124,7 +124,12 @@ class PrivacyService:
         return SwitchState(user_id=user_id, enabled=found.get(GLOBAL_APP, True), apps=apps)
 
     async def set_switch(self, request: UserSwitchRequest) -> SwitchState:
-        """Turn the user's memory (or one app's) on or off; memories are kept either way (P1, L4)."""
+        """Turn the user's memory (or one app's) on or off; memories are kept either way (P1, L4).
+
+        Without ``enabled`` nothing changes: the answer is the switches as they are.
+        """
+        if request.enabled is None:
+            return await self.switch_state(request.user_id)
         async with self.service.metadata.transaction() as tx:
             await q.set_switch(
                 tx, request.user_id, request.app_id or GLOBAL_APP, request.enabled, self.service.clock()
@@ -142,6 +147,7 @@ class PrivacyService:
             level=request.level,
             mem_type=request.mem_type,
             statuses=(request.status,) if request.status else LISTED_BY_DEFAULT,
+            session_id=request.session_id,
         )
         async with self.service.metadata.transaction(readonly=True) as tx:
             page = await q.memory_page(tx, flt, after=after, limit=request.limit)

@@ -386,6 +386,7 @@ class UserListRequest(_Request):
 
     user_id: Identifier
     app_id: Identifier | None = None
+    session_id: Identifier | None = None
     level: Level | None = None
     mem_type: MemType | None = None
     status: Status | None = None
@@ -402,11 +403,11 @@ class UserPurgeRequest(_Request):
 
 
 class UserSwitchRequest(_Request):
-    """``user/switch`` (C7)."""
+    """``user/switch`` (C7); without ``enabled`` it only reads the switches (the console shows them)."""
 
     user_id: Identifier
     app_id: Identifier | None = None
-    enabled: bool
+    enabled: bool | None = None
 
 
 class UserExportRequest(_Request):

@@ -23,6 +23,7 @@ from engram.models.api import Envelope
 from engram.models.errors import EngramError, ErrorCode
 from engram.serve.auth import Authenticator, AuthGuard
 from engram.serve.backend import EngramBackend
+from engram.serve.console import add_console_route
 from engram.serve.envelope import ERROR_RESPONSES, envelope, trace_id_of
 from engram.serve.mcp_routes import add_mcp_route
 from engram.serve.operations import BY_NAME, OPERATIONS, PREFIX, Operation, Operations
@@ -146,6 +147,7 @@ def build_http_app(
         return {"status": "ok"}
 
     add_export_download_route(app, PREFIX, backend)
+    add_console_route(app)  # static files only: the page calls the routes above with the user's key
     if mcp:
         add_mcp_route(app, auth)
     app.add_middleware(AuthGuard, **guard)  # type: ignore[arg-type]

@@ -293,7 +293,7 @@ class Operations:
         UserSwitchRequest,
         SwitchState,
         Access.ADMIN,
-        "Turn a user's memory, or one app's, on or off (C7, P1).",
+        "Turn a user's memory, or one app's, on or off; without enabled, read the switches (C7, P1).",
     )
     user_export = Operation(
         "user_export",

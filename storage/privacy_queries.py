@@ -31,6 +31,7 @@ class MemoryFilter:
     level: Level | None = None
     mem_type: MemType | None = None
     statuses: tuple[Status, ...] | None = None
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,8 @@ def _conditions(flt: MemoryFilter) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = [memories.c.user_id == flt.user_id]
     if flt.app_id is not None:
         conditions.append(memories.c.app_id == flt.app_id)
+    if flt.session_id is not None:
+        conditions.append(memories.c.session_id == flt.session_id)
     if flt.level is not None:
         conditions.append(memories.c.level == flt.level.value)
     if flt.mem_type is not None:

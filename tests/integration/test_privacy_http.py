@@ -111,6 +111,16 @@ async def test_app_switch_off_keeps_global_memories(app: PrivacyApp) -> None:
     assert app_id in await recall_ids(app, "sw2", "dark mode editor", app_id="editor")
 
 
+async def test_switch_without_enabled_reads_the_switches(app: PrivacyApp) -> None:
+    assert await app.ok("user/switch", {"user_id": "sw3"}) == {"user_id": "sw3", "enabled": True, "apps": {}}
+    await app.ok("user/switch", {"user_id": "sw3", "app_id": "notes", "enabled": False})
+    await app.ok("user/switch", {"user_id": "sw3", "enabled": False})
+    expected = {"user_id": "sw3", "enabled": False, "apps": {"notes": False}}
+    # Read twice, with and without an app: a read changes nothing.
+    assert await app.ok("user/switch", {"user_id": "sw3", "app_id": "notes"}) == expected
+    assert await app.ok("user/switch", {"user_id": "sw3"}) == expected
+
+
 # --- list (C7) ------------------------------------------------------------------------------------
 
 
@@ -141,6 +151,9 @@ async def test_list_by_dimension_with_cursor(app: PrivacyApp, clock: ManualClock
     assert [m["memory_id"] for m in by_level["memories"]] == [ids["m6"]]
     by_type = await app.ok("user/list", {"user_id": "ls1", "mem_type": "EPISODIC"})
     assert [m["memory_id"] for m in by_type["memories"]] == [ids["m6"]]
+    by_session = await app.ok("user/list", {"user_id": "ls1", "app_id": "a1", "session_id": "s1"})
+    assert [m["memory_id"] for m in by_session["memories"]] == [ids["m6"]]
+    assert (await app.ok("user/list", {"user_id": "ls1", "session_id": "s2"}))["memories"] == []
     await app.ok("delete", {"user_id": "ls1", "memory_id": ids["m0"]})
     deleted = await app.ok("user/list", {"user_id": "ls1", "status": "DELETED"})
     assert [m["memory_id"] for m in deleted["memories"]] == [ids["m0"]]

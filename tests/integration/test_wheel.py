@@ -43,6 +43,8 @@ def test_the_wheel_holds_one_top_level_package(wheel: Path) -> None:
     assert "engram/models/api.py" in names
     assert "engram/serve/app.py" in names
     assert any(n.startswith("engram/storage/migrations/versions/") for n in names)
+    # The console's files (served at /ui) are package data.
+    assert {f"engram/serve/static/{f}" for f in ("index.html", "console.js", "console.css")} <= set(names)
 
 
 def test_installed_alone_it_imports_as_engram_and_nothing_else(wheel: Path, tmp_path: Path) -> None:
@@ -66,6 +68,10 @@ def test_installed_alone_it_imports_as_engram_and_nothing_else(wheel: Path, tmp_
     )
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.strip().startswith(str(target))
+    # The console's files are read from the installed package, as /ui serves them.
+    served = "from engram.serve.console import ASSETS as A, asset\nprint(all(map(asset, [*A, 'index.html'])))"
+    console = run(served)
+    assert console.stdout.strip() == "True", console.stderr
     for generic in ("models", "storage", "actors", "serve", "lifecycle", "loadtest"):
         missing = run(f"import {generic}")
         assert missing.returncode != 0 and "ModuleNotFoundError" in missing.stderr, generic
