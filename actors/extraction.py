@@ -66,7 +66,9 @@ async def extract_facts(
             jobs.append((ownership, worth if settings.personal_prefilter else messages))
     if not jobs:
         return []
-    requests = [_request(ownership, messages, request, now, settings) for ownership, messages in jobs]
+    requests = [
+        extraction_request(ownership, messages, request, now, settings) for ownership, messages in jobs
+    ]
     results = await generate_with_retry(engine, requests)
     facts: list[Fact] = []
     for (ownership, messages), result in zip(jobs, results, strict=True):
@@ -86,6 +88,10 @@ def _worth_reading(content: str, settings: ExtractionSettings) -> bool:
         return False
     if not settings.personal_prefilter:
         return True
+    name, body = statements.speaker_label(content)
+    if name is not None:
+        # A transcript turn: what anyone did or plans counts, not only the speaker's own statements.
+        return any(statements.is_informative(s, (name,)) for s in statements.split_statements(body))
     return any(statements.is_personal(s) for s in statements.split_statements(content))
 
 
@@ -99,13 +105,14 @@ def _statement_messages(messages: Sequence[Message], settings: ExtractionSetting
     return split
 
 
-def _request(
+def extraction_request(
     ownership: Ownership,
     messages: Sequence[Message],
     request: AddRequest,
     now: datetime,
     settings: ExtractionSettings,
 ) -> StructuredRequest:
+    """The engine request extracting ``ownership``'s facts from ``messages`` (prompt and payload)."""
     pairs = [(m.role.value, m.content) for m in messages]
     return StructuredRequest(
         task=EXTRACT_TASK,

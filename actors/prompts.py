@@ -122,6 +122,13 @@ def _agent_examples(today: date) -> list[tuple[str, str]]:
     ]
 
 
+def few_shot_cases(today: date) -> list[tuple[str, str]]:
+    """The ``(role, content)`` inputs of the prompts' few-shot examples (the seed's cases), user's
+    and assistant's: what a model is shown, asked of it for real (``engram bench vllm``)."""
+    shots = [shot for shot, _ in (*_user_examples(today), *_agent_examples(today))]
+    return [(role, content) for role, _, content in (shot.partition(": ") for shot in shots)]
+
+
 def _transcript(lines: Sequence[tuple[str, str]]) -> str:
     return "\n".join(f"{role}: {content.strip()}" for role, content in lines)
 

@@ -18,9 +18,10 @@ from typing import Protocol
 
 import numpy as np
 
-from engram.actors.lexical import Bm25Index, tokenize
+from engram.actors.lexical import Bm25Index, language, tokenize
 from engram.models.domain import Memory
 from engram.models.enums import Status
+from engram.models.metrics import METRICS
 from engram.storage import vector_copies
 from engram.storage.embedders import Embedder
 from engram.storage.metadata import MetadataStore, RecallBookkeeping
@@ -48,6 +49,8 @@ class UserSnapshot:
     vectors: np.ndarray
     lexicon: Bm25Index
     entity_tokens: list[frozenset[str]] = field(default_factory=list)
+    # Each memory's script (``lexical.language``): lexical evidence only counts within one language.
+    languages: list[str | None] = field(default_factory=list)
 
 
 class SnapshotCache:
@@ -83,7 +86,9 @@ class SnapshotCache:
                 # between them moves the version, and the next recall reloads the user anyway.
                 self._refresh(cached, self._quick.recall_bookkeeping(user_id))
             self._cache.move_to_end(user_id)
+            METRICS.snapshot_cache.inc(1, {"event": "hit"})
             return cached
+        started = time.perf_counter()
         async with self._metadata.transaction(readonly=True) as tx:
             version = await tx.version(user_id)
             cached = self._cache.get(user_id)
@@ -91,14 +96,19 @@ class SnapshotCache:
                 if self._expired(cached):
                     self._refresh(cached, await tx.recall_bookkeeping(user_id))
                 self._cache.move_to_end(user_id)
+                METRICS.snapshot_cache.inc(1, {"event": "hit"})
                 return cached
+            METRICS.snapshot_cache.inc(1, {"event": "miss"})
             rows = await tx.memories_with_status(user_id, RECALLABLE)
             copies = await vector_copies.for_user(tx, user_id)
         snapshot = await self._build(version, [m for m in rows if m.content is not None], copies)
+        METRICS.snapshot_cache.inc(1, {"event": "load"})
+        METRICS.snapshot_load.observe((time.perf_counter() - started) * 1000)
         self._cache[user_id] = snapshot
         self._cache.move_to_end(user_id)
         while len(self._cache) > self._max_users:
             self._cache.popitem(last=False)
+            METRICS.snapshot_cache.inc(1, {"event": "eviction"})
         return snapshot
 
     async def warm(self, limit: int) -> int:
@@ -128,12 +138,17 @@ class SnapshotCache:
     async def _build(
         self, version: int, memories: list[Memory], copies: dict[str, np.ndarray]
     ) -> UserSnapshot:
-        stored = {m.memory_id: copies[m.memory_id] for m in memories if m.memory_id in copies}
-        uncopied = [m.memory_id for m in memories if m.memory_id not in stored]
+        # Only vectors of this embedder's model are ever compared with its query vectors (O2):
+        # memories still on another model (a re-embedding under way) are embedded afresh here.
+        model, dim = self._embedder.model_name, self._embedder.dim
+        same_model = [m for m in memories if m.embedding_model == model]
+        stored = {m.memory_id: copies[m.memory_id] for m in same_model if m.memory_id in copies}
+        uncopied = [m.memory_id for m in same_model if m.memory_id not in stored]
         if uncopied:
             # Copies are written after the index; rows from before copies existed, or whose copy
             # was lost, come from the vector source.
             stored.update(await self._vectors.get_vectors(uncopied))
+        stored = {mid: v for mid, v in stored.items() if np.shape(v) == (dim,)}
         missing = [m for m in memories if m.memory_id not in stored]
         if missing:
             # Archived memories left the active index, and drift is possible until reconcile runs:
@@ -152,6 +167,7 @@ class SnapshotCache:
             vectors=matrix,
             lexicon=Bm25Index([tokenize(m.content or "") for m in memories]),
             entity_tokens=[frozenset(t for e in m.entities for t in tokenize(e)) for m in memories],
+            languages=[language(m.content or "") for m in memories],
         )
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import numpy as np
+
 from engram.lifecycle.context import LifecycleStores, vectors_for
 from engram.models.domain import Memory
 from engram.models.enums import OpSource, OpType, Status
@@ -38,6 +40,10 @@ async def restore_memory(
         if memory.expire_at is not None and memory.expire_at <= now:
             memory.expire_at = None  # restoring an expired memory means the caller wants it kept
         memory.weight = type_initial_weight(memory, stores.settings.weights)
+        # The archived vector is of the model the memory was on: if the embedder changed since and
+        # ``engram reembed`` has not reached this memory yet, it is embedded again.
+        other_model = memory.embedding_model != stores.embedder.model_name
+        memory.embedding_model = stores.embedder.model_name
         memory.weight_at = now
         memory.updated_at = now
         evicted = await make_room(tx, stores.settings, memory, now)
@@ -48,7 +54,12 @@ async def restore_memory(
         await tx.add_to_counters(user_id, counter_deltas([memory], +1))
         await tx.bump_version(user_id)
     item = await stores.archive.get(cipher, user_id, memory_id)
-    vector = item.vector if item is not None else (await vectors_for(stores, [memory]))[memory_id]
+    if item is not None and not other_model and np.shape(item.vector) == (stores.embedder.dim,):
+        vector = item.vector
+    elif other_model:
+        vector = (await stores.embedder.embed([memory.content]))[0]
+    else:
+        vector = (await vectors_for(stores, [memory]))[memory_id]
     if evicted:
         await stores.vectors.delete(evicted)
     await stores.vectors.upsert([vector_record(memory, vector)])

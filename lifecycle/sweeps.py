@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
-from typing import TypeVar
+from typing import Protocol, Self, TypeVar
 
 from engram.lifecycle.archive import ArchivedItem
 from engram.lifecycle.context import LifecycleStores, vectors_for
@@ -24,6 +25,7 @@ from engram.lifecycle.queries import archive_active, delete_rows, sanitize_chang
 from engram.lifecycle.reconcile import reconcile_user
 from engram.models.domain import Memory
 from engram.models.enums import OpSource, OpType, Status
+from engram.models.metrics import METRICS
 from engram.models.rules.capacity import counter_deltas
 from engram.storage.metadata import MetadataTx
 
@@ -41,6 +43,17 @@ _REASONS = {
 }
 
 
+# The SweepCounts fields the sweep itself changes (engram_sweep_actions_total's action label).
+SWEEP_ACTIONS = (
+    "decayed",
+    "archived_faded",
+    "archived_expired",
+    "purged_archived",
+    "purged_deleted",
+    "sanitized_changes",
+)
+
+
 class Sweeper:
     """Runs the sweeps of one user at a time; ``reconcile`` runs after them when configured."""
 
@@ -49,6 +62,16 @@ class Sweeper:
 
     async def sweep_user(self, user_id: str, now: datetime, *, dry_run: bool = False) -> SweepCounts:
         """Decay, archive, expire and purge one user's memories as of ``now``; returns the counts."""
+        started = time.perf_counter()
+        result = "failed"
+        try:
+            counts = await self._sweep_user(user_id, now, dry_run=dry_run)
+            result = "ok"
+            return counts
+        finally:
+            METRICS.sweep_duration.observe((time.perf_counter() - started) * 1000, {"result": result})
+
+    async def _sweep_user(self, user_id: str, now: datetime, *, dry_run: bool) -> SweepCounts:
         stores = self.stores
         async with stores.metadata.transaction(readonly=True) as tx:
             # Never a new key: a purged user's rows wait here for deletion with theirs shredded.
@@ -59,6 +82,7 @@ class Sweeper:
             count(counts, verdict.action)
         if not dry_run and any(v.action is not Action.KEEP for v in verdicts.values()):
             counts.sanitized_changes = await self._apply(user_id, verdicts, now)
+            METRICS.counts(METRICS.sweep_actions, "action", {a: getattr(counts, a) for a in SWEEP_ACTIONS})
         if stores.settings.lifecycle.reconcile:
             counts.add(await reconcile_user(stores, user_id, dry_run=dry_run))
         return counts
@@ -162,34 +186,72 @@ async def sweep_users(
     attempts: int = 3,
     retry_delay_s: float = 1.0,
 ) -> SweepCounts:
-    """Sweep many users, each on its own mailbox via ``submit``; a failing user is counted, not fatal.
+    """Sweep many users, each on its own mailbox via ``submit``; a failing user is counted, not fatal
+    (``each_user``: bounds, retries)."""
+    return await each_user(
+        user_ids,
+        lambda user_id: sweeper.sweep_user(user_id, now, dry_run=dry_run),
+        submit,
+        SweepCounts(),
+        what="lifecycle sweep",
+        concurrency=concurrency,
+        gate=gate,
+        attempts=attempts,
+        retry_delay_s=retry_delay_s,
+    )
+
+
+class Tally(Protocol):
+    """Counts of a run over users: added up per user, with the users that failed."""
+
+    failed_users: int
+    failures: list[str]
+
+    def add(self, other: Self) -> Self:
+        """Add ``other``'s counts into this one (returns self)."""
+        ...
+
+
+C = TypeVar("C", bound=Tally)
+
+
+async def each_user(
+    user_ids: Iterable[str],
+    work: Callable[[str], Awaitable[C]],
+    submit: Submit[C],
+    total: C,
+    *,
+    what: str,
+    concurrency: int = 4,
+    gate: asyncio.Semaphore | None = None,
+    attempts: int = 3,
+    retry_delay_s: float = 1.0,
+) -> C:
+    """``work(user)`` for many users, each on its own mailbox via ``submit``, added into ``total``.
 
     ``gate`` bounds the users in flight across every call that shares it (a shard serving several
     job tasks at once); without it, ``concurrency`` bounds this call alone. A failed user is tried
-    again (the sweep is idempotent) up to ``attempts`` times: SQLite refuses a writer that waited
-    past its busy timeout, which a loaded machine can reach.
+    again (the work must be idempotent) up to ``attempts`` times: SQLite refuses a writer that
+    waited past its busy timeout, which a loaded machine can reach. Then it is counted, not fatal.
     """
-    total = SweepCounts()
     gate = gate or asyncio.Semaphore(concurrency)
 
     async def one(user_id: str) -> None:
         for attempt in range(1, attempts + 1):
             async with gate:
                 try:
-                    total.add(
-                        await submit(user_id, lambda: sweeper.sweep_user(user_id, now, dry_run=dry_run))
-                    )
+                    total.add(await submit(user_id, lambda: work(user_id)))
                     return
-                except Exception as exc:  # one user's failure must not stop everyone else's sweep
+                except Exception as exc:  # one user's failure must not stop everyone else's run
                     failure = type(exc).__name__
-            log.warning("lifecycle sweep of user %s failed (attempt %d): %s", user_id, attempt, failure)
+            log.warning("%s of user %s failed (attempt %d): %s", what, user_id, attempt, failure)
             if attempt < attempts:
                 await asyncio.sleep(retry_delay_s * attempt)
         total.failed_users += 1
         total.failures.append(f"{user_id}: {failure}")
 
     # A TaskGroup, not gather: if the process is being torn down (a BaseException), the other
-    # users' sweeps are cancelled with it instead of running on unobserved.
+    # users' work is cancelled with it instead of running on unobserved.
     async with asyncio.TaskGroup() as group:
         for user_id in user_ids:
             group.create_task(one(user_id))

@@ -75,7 +75,9 @@ class RecallSettings(BaseModel):
     delta_recall: float = Field(0.05, ge=0, le=1)
     # Hybrid relevance (seed 004): semantic similarity, BM25 over the user's memories, entity match.
     # Chosen on the LoCoMo development split (docs/evaluation.md): USE's cosine alone finds far fewer
-    # evidence turns than BM25 there, and a larger entity share hurt.
+    # evidence turns than BM25 there, and a larger entity share hurt. One function fuses them
+    # (actors.lexical.fuse): a signal absent for a memory (lexical overlap between a query and a
+    # memory in different languages) leaves its weight out of that memory's mean instead of a zero.
     semantic_weight: float = Field(0.38, ge=0)
     lexical_weight: float = Field(0.60, ge=0)
     entity_weight: float = Field(0.02, ge=0)
@@ -111,6 +113,9 @@ class EvolutionSettings(BaseModel):
     semantic_dedup_threshold: float = Field(0.95, gt=0, le=1)
     # Covers the engine's own timeout and its one retry (2 x engine.timeout_s) with room to spare.
     llm_timeout_s: float = Field(45.0, gt=0)
+    # W5. On (default): when an LLM engine fails or outlasts llm_timeout_s, extraction falls back to
+    # the rules engine for that add and evolution to the deterministic rules, and the task's
+    # decisions say "degraded". Off: such an add fails (50001 on extraction, 50301 on evolution).
     degraded_mode: bool = True
 
 
@@ -124,6 +129,39 @@ class ExtractionSettings(BaseModel):
     # (SmolLM2-135M) extract one fact per request at best.
     split_statements: bool = False
     max_tokens: int = Field(384, ge=16, le=4096)
+
+
+class VllmSettings(BaseModel):
+    """Engine arguments of the in-process vLLM engine (``engine.name: vllm``), passed through to
+    ``vllm.LLM``; unset ones keep vLLM's own defaults (docs/operations.md, GPU worker groups)."""
+
+    # GPUs one replica shards the model over; Serve then reserves that many GPUs per replica.
+    tensor_parallel_size: int = Field(1, ge=1)
+    max_model_len: int | None = Field(None, ge=256)
+    gpu_memory_utilization: float = Field(0.90, gt=0, le=1)
+    dtype: str = "auto"
+    quantization: str | None = None
+    # Sequences vLLM decodes at once: a batch from @serve.batch above it waits inside vLLM.
+    max_num_seqs: int | None = Field(None, ge=1)
+
+    def engine_args(self) -> dict[str, Any]:
+        """The keyword arguments for ``vllm.LLM`` (unset values left to vLLM)."""
+        args: dict[str, Any] = {
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "dtype": self.dtype,
+        }
+        optional = {
+            "max_model_len": self.max_model_len,
+            "quantization": self.quantization,
+            "max_num_seqs": self.max_num_seqs,
+        }
+        args.update({name: value for name, value in optional.items() if value is not None})
+        if self.tensor_parallel_size > 1:
+            # Inside a Serve replica the extra GPU workers are Ray actors in the replica's
+            # placement group (serve.extraction_options asks for one bundle per GPU).
+            args["distributed_executor_backend"] = "ray"
+        return args
 
 
 class EngineSettings(BaseModel):
@@ -140,6 +178,22 @@ class EngineSettings(BaseModel):
     batch_wait_ms: float = Field(20.0, ge=0)
     # Shards retry a request lost with a dying extraction replica this many times in all.
     remote_attempts: int = Field(8, ge=1)
+    # GPUs each extraction replica asks Ray for when the engine is vllm (none for other engines);
+    # None: one per tensor-parallel rank. accelerator_type pins replicas to one GPU kind (Ray's
+    # accelerator names, e.g. "H100", "A10G"), empty for any.
+    num_gpus: float | None = Field(None, gt=0)
+    accelerator_type: str = ""
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
+
+    @model_validator(mode="after")
+    def _check_vllm_batches(self) -> EngineSettings:
+        seqs = self.vllm.max_num_seqs
+        if self.name == "vllm" and seqs is not None and self.batch_max_size > seqs:
+            raise ValueError(
+                f"engine.batch_max_size ({self.batch_max_size}) is above engine.vllm.max_num_seqs "
+                f"({seqs}): part of every full batch would wait inside vLLM; lower batch_max_size"
+            )
+        return self
 
 
 class ServeSettings(BaseModel):
@@ -287,12 +341,42 @@ class PrivacySettings(BaseModel):
 
 
 class EmbedderSettings(BaseModel):
-    """Which embedding model turns text into vectors (O2, DESIGN decision 6)."""
+    """Which embedding model turns text into vectors (O2, DESIGN decision 6).
 
-    provider: Literal["use", "sentence-transformers"] = "use"
+    ``openai``: any OpenAI-compatible ``POST {base_url}/embeddings`` (vLLM, TEI, a hosted API).
+    Every memory records its model; a change of model needs a collection of its own and
+    ``engram reembed`` (docs/operations.md).
+    """
+
+    provider: Literal["use", "sentence-transformers", "openai"] = "use"
     model: str = "use-multilingual-v3"
     threads: int = Field(1, ge=1)
     batch_size: int = Field(64, ge=1)
+    base_url: str = ""
+    api_key: SecretStr = SecretStr("")
+    # 0: learnt from the server at start. Set, a server answering another dimension is refused.
+    dim: int = Field(0, ge=0)
+    timeout_s: float = Field(10.0, gt=0)
+    # Attempts per request in all: timeouts, connection errors, 429 and 5xx are retried.
+    attempts: int = Field(3, ge=1)
+
+    @model_validator(mode="after")
+    def _check_openai(self) -> EmbedderSettings:
+        if self.provider == "openai" and (not self.base_url or self.model == "use-multilingual-v3"):
+            raise ValueError("embedder provider 'openai' needs embedder.base_url and embedder.model")
+        return self
+
+
+class MetricsSettings(BaseModel):
+    """Engram's metrics (O3) on Ray's metrics export port, beside Ray's and Serve's own series."""
+
+    # Where ``engram serve`` tells Ray to export (``ray.init(_metrics_export_port=...)``): scrape
+    # http://127.0.0.1:8080/metrics. 0 lets Ray pick a free port. Ray binds every interface of a
+    # node whose address is not loopback: firewall the port there (docs/operations.md).
+    export_port: int = Field(8080, ge=0, le=65535)
+    # Label recall and write-ack series with the request's app id: one series per app, so only
+    # where the number of apps is small and known (user ids and content are never labels).
+    app_id_labels: bool = False
 
 
 class Settings(BaseSettings):
@@ -318,6 +402,7 @@ class Settings(BaseSettings):
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     @classmethod
     def settings_customise_sources(

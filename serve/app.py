@@ -35,10 +35,11 @@ from engram.models.rules.sharding import shard_name, shard_of
 from engram.models.settings import Settings, load_settings
 from engram.serve.auth import Authenticator, startup_notice
 from engram.serve.backend import EngramBackend
-from engram.serve.extraction import ExtractionDeployment
+from engram.serve.extraction import ExtractionDeployment, extraction_options
 from engram.serve.gate import GatedBackend, SwitchReader
 from engram.serve.handle_lookup import LazyDeploymentHandle
 from engram.serve.http_app import RECALL_PATH, build_http_app
+from engram.serve.metrics import install_ray_metrics
 from engram.serve.operations import Operation, Operations, forward_operations
 from engram.serve.privacy_backend import ForwardPrivacyHelpers
 from engram.serve.rate_limit import RateLimitedBackend, RateLimiter
@@ -110,6 +111,7 @@ class RecallDeployment:
     """
 
     def __init__(self, settings: Settings) -> None:
+        install_ray_metrics()
         self.settings = settings
         self._shards = shard_actors(settings)
         self._gate = GatedBackend(_RecallRoute(self), SwitchReader(settings.storage))
@@ -228,6 +230,7 @@ class Ingress(ForwardPrivacyHelpers):
         self, settings: Settings, extraction: DeploymentHandle[Any] | None = None
     ) -> None:
         """``extraction``: the engine deployment the shards call (bound here so the app deploys it)."""
+        install_ray_metrics()
         self.settings = settings
         self._extraction = extraction
         self._shards = shard_actors(settings)
@@ -291,11 +294,7 @@ def build_app(settings: Settings | None = None, user_config: dict[str, Any] | No
     cpus = {"num_cpus": settings.serve.replica_cpus}
     extraction = (
         ExtractionDeployment.options(  # type: ignore[attr-defined]
-            num_replicas=settings.serve.extraction_replicas,
-            ray_actor_options=cpus,
-            # Room for several batches in flight, or batches could never fill.
-            max_ongoing_requests=4 * settings.engine.batch_max_size,
-            user_config=config,
+            **extraction_options(settings), user_config=config
         ).bind(settings)
         if settings.serve.extraction_replicas
         else None

@@ -89,8 +89,19 @@ def _serve(args: argparse.Namespace) -> int:
     from ray import serve
 
     from engram.serve.app import deploy
+    from engram.serve.metrics import export_port_refusal
 
-    ray.init(include_dashboard=False, namespace="serve", log_to_driver=False)
+    metrics_refusal = export_port_refusal(settings.metrics.export_port)
+    if metrics_refusal is not None:
+        print(metrics_refusal, file=sys.stderr)
+        return 2
+    # Engram's metrics and Ray's and Serve's own go out on this port (docs/operations.md, Metrics).
+    ray.init(
+        include_dashboard=False,
+        namespace="serve",
+        log_to_driver=False,
+        _metrics_export_port=settings.metrics.export_port or None,
+    )
     code = 0
     try:
         serve.start(http_options={"host": settings.serve.host, "port": settings.serve.port})
@@ -205,6 +216,14 @@ def _bench_ingest(args: argparse.Namespace) -> int:
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
 
+def _bench_extraction(args: argparse.Namespace) -> int:
+    command = [sys.executable, "-m", "engram.loadtest.bench_extraction", "--sessions", str(args.sessions)]
+    for flag, value in (("--config", args.config), ("--data", args.data), ("--engine", args.engine)):
+        command += [flag, value] if value else []
+    command += ["--model", args.model] if args.model else []
+    return subprocess.call(command)  # noqa: S603 - our own interpreter and module
+
+
 def _mcp(args: argparse.Namespace) -> int:
     """MCP over stdio; the API key comes from ENGRAM_API_KEY."""
     from engram.serve.mcp_stdio import serve_stdio
@@ -246,6 +265,46 @@ def _sweep(args: argparse.Namespace) -> int:
                     ray.get(shard.close.remote())
         ray.shutdown()
     return 1 if report.totals.get("failed_users") else 0
+
+
+def _reembed(args: argparse.Namespace) -> int:
+    """Move every memory onto ``embedder.model``: here, or through the running app at ``--address``."""
+    from engram.serve.reembed_job import left, reembed_here, reembed_through_shards
+
+    settings = load_settings(args.config)
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        import ray
+
+        ray.init(address=address, namespace="serve", log_to_driver=False)
+        try:
+            counts = reembed_through_shards(
+                settings,
+                batch_users=args.batch_users,
+                get_actor=lambda name: ray.get_actor(name, namespace="serve"),
+                get=ray.get,
+            )
+        finally:
+            ray.shutdown()
+    else:
+        from pymilvus.exceptions import MilvusException
+
+        try:
+            counts = reembed_here(settings, batch_users=args.batch_users)
+        except MilvusException as exc:
+            if settings.storage.milvus_uri:
+                raise
+            # milvus-lite has one owner: most likely the app itself is running on this data dir.
+            print(
+                f"cannot open the embedded vector store ({exc.message}): if the app is running, "
+                "run `engram reembed --address <its Ray address>`",
+                file=sys.stderr,
+            )
+            return 2
+    remaining = left(settings)
+    print(json.dumps({"reembedded": counts.as_dict(), "model": settings.embedder.model, "left": remaining}))
+    return 0 if remaining == 0 and not counts.failed_users else 1
 
 
 def _keys_rotate(args: argparse.Namespace) -> int:
@@ -348,12 +407,34 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--requests", type=_positive_int, default=20, help="batch requests (4 callers)")
     ingest.add_argument("--url", help="an Engram app already running (default: start one)")
     ingest.set_defaults(func=_bench_ingest)
+    extraction = benches.add_parser(
+        "extraction", help="extraction throughput of the configured engine (the vLLM device check)"
+    )
+    extraction.add_argument("--data", help="a LoCoMo JSON file (default: the few-shot cases only)")
+    extraction.add_argument(
+        "--sessions", type=_positive_int, default=1, help="sessions of its first conversation"
+    )
+    extraction.add_argument(
+        "--engine", choices=["rules", "openai", "local", "vllm"], help="default: engine.name"
+    )
+    extraction.add_argument("--model", help="engine.model (vllm: a local path or a model id)")
+    extraction.set_defaults(func=_bench_extraction)
     mcp = commands.add_parser(
         "mcp", help="serve Engram's memory tools over MCP on stdio, against a running Engram"
     )
     mcp.add_argument("--url", default="http://127.0.0.1:8000", help="the running Engram")
     mcp.add_argument("--user-id", help="the user this agent remembers for (tools may then omit it)")
     mcp.set_defaults(func=_mcp)
+    reembed = commands.add_parser(
+        "reembed",
+        help="move every memory onto embedder.model (resumable; progress as JSON lines)",
+    )
+    reembed.add_argument(
+        "--address",
+        help="Ray cluster of a running app: work through its shards (default: $RAY_ADDRESS, else here)",
+    )
+    reembed.add_argument("--batch-users", type=_positive_int, default=64, help="users per progress line")
+    reembed.set_defaults(func=_reembed)
     keys = commands.add_parser("keys", help="manage the master key")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
     rotate = key_commands.add_parser(

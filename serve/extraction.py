@@ -18,9 +18,11 @@ from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, 
 
 from engram.actors.engines.base import Engine, EngineError, StructuredRequest
 from engram.actors.engines.factory import engine_from_settings
+from engram.actors.engines.metered import metered
 from engram.actors.engines.remote import RemoteEngine
 from engram.models.settings import Settings
 from engram.serve.handle_lookup import LazyDeploymentHandle
+from engram.serve.metrics import install_ray_metrics
 from engram.serve.settings_update import apply_overrides
 
 DEPLOYMENT_NAME = "Extraction"
@@ -33,11 +35,45 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+def extraction_options(settings: Settings) -> dict[str, Any]:
+    """The Serve options of the extraction deployment: replicas, batching room and resources.
+
+    A ``vllm`` engine asks Ray for GPUs (``engine.num_gpus``, default one per tensor-parallel rank)
+    and, where set, a GPU kind; other engines ask for none. With tensor parallelism above 1 the
+    replica reserves a placement group of one GPU bundle per rank on one node (the vLLM workers
+    are Ray actors inside it).
+    """
+    engine = settings.engine
+    actor: dict[str, Any] = {"num_cpus": settings.serve.replica_cpus}
+    options: dict[str, Any] = {
+        "num_replicas": settings.serve.extraction_replicas,
+        # Room for several batches in flight, or batches could never fill.
+        "max_ongoing_requests": 4 * engine.batch_max_size,
+    }
+    if engine.name == "vllm":
+        ranks = engine.vllm.tensor_parallel_size
+        gpus = engine.num_gpus if engine.num_gpus is not None else float(ranks)
+        if engine.accelerator_type:
+            actor["accelerator_type"] = engine.accelerator_type
+        if ranks > 1:
+            per_rank = gpus / ranks
+            options["placement_group_bundles"] = [
+                {"CPU": settings.serve.replica_cpus, "GPU": per_rank},
+                *({"GPU": per_rank} for _ in range(ranks - 1)),
+            ]
+            options["placement_group_strategy"] = "STRICT_PACK"
+        else:
+            actor["num_gpus"] = gpus
+    options["ray_actor_options"] = actor
+    return options
+
+
 @serve.deployment(name=DEPLOYMENT_NAME)
 class ExtractionDeployment:
     """One engine per replica; concurrent requests are answered in batches."""
 
     def __init__(self, settings: Settings) -> None:
+        install_ray_metrics()
         self.settings = settings
         self._engine: Engine | None = None
         self._batch_sizes: Counter[int] = Counter()
@@ -53,7 +89,7 @@ class ExtractionDeployment:
         """One result per request; Serve hands this method whole batches."""
         if self._engine is None:
             # Created on the replica's own event loop (DESIGN, Ray facts).
-            self._engine = engine_from_settings(self.settings.engine)
+            self._engine = metered(engine_from_settings(self.settings.engine))
         self._batch_sizes[len(requests)] += 1
         return await self._engine.generate(requests)
 

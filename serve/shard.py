@@ -25,11 +25,13 @@ from engram.lifecycle.archive import build_archive
 from engram.lifecycle.archive_vectors import ArchiveBackedVectors
 from engram.lifecycle.context import LifecycleStores
 from engram.lifecycle.plan import SweepCounts
-from engram.lifecycle.sweeps import Sweeper, sweep_users
+from engram.lifecycle.reembed import ReembedCounts, reembed_user
+from engram.lifecycle.sweeps import Sweeper, each_user, sweep_users
 from engram.models.rules.sharding import shard_of
 from engram.models.settings import Settings
 from engram.serve.extraction import extraction_engine
 from engram.serve.local_backend import LocalBackend
+from engram.serve.metrics import install_ray_metrics
 from engram.serve.operations import forward_operations
 from engram.serve.privacy_backend import ForwardPrivacyHelpers
 from engram.serve.settings_update import apply_overrides
@@ -71,7 +73,7 @@ class Shard:
             engine=extraction_engine(self.settings) if self.settings.serve.extraction_replicas else None,
             recall_vectors=self._recall_vectors,
         )
-        write_path = WritePath(service)
+        write_path = WritePath(service, shard=self.index)
         # Built before resuming: it registers the task kinds (export) that resumed tasks may have.
         backend = LocalBackend(service, write_path, lifecycle)
         count = self.settings.serve.shard_count
@@ -87,17 +89,32 @@ class Shard:
     async def sweep_users(self, user_ids: Sequence[str], now: datetime, dry_run: bool) -> SweepCounts:
         """The lifecycle sweeps of these users (all owned by this shard), each on its own mailbox."""
         backend = await self.backend()
-        if self._sweep_gate is None:
-            # One bound for every job task calling this shard at once: SQLite takes one writer.
-            self._sweep_gate = asyncio.Semaphore(self.settings.lifecycle.user_concurrency)
         return await sweep_users(
             Sweeper(backend.lifecycle),
             user_ids,
             now,
             backend.write_path.host.submit,
             dry_run=dry_run,
-            gate=self._sweep_gate,
+            gate=self._gate(),
         )
+
+    async def reembed_users(self, user_ids: Sequence[str]) -> ReembedCounts:
+        """Move these users' memories to this shard's embedding model, each on its own mailbox."""
+        backend = await self.backend()
+        return await each_user(
+            user_ids,
+            lambda user_id: reembed_user(backend.lifecycle, user_id),
+            backend.write_path.host.submit,
+            ReembedCounts(),
+            what="reembed",
+            gate=self._gate(),
+        )
+
+    def _gate(self) -> asyncio.Semaphore:
+        if self._sweep_gate is None:
+            # One bound for every job task calling this shard at once: SQLite takes one writer.
+            self._sweep_gate = asyncio.Semaphore(self.settings.lifecycle.user_concurrency)
+        return self._sweep_gate
 
     async def record_recall_hit_batch(self, batch: Sequence[RecallHits]) -> None:
         """R4 bookkeeping of many recalls (sent in batches by recall replicas), each on its user's mailbox."""
@@ -154,6 +171,7 @@ class ShardActor(ForwardPrivacyHelpers):
     """
 
     def __init__(self, settings: Settings, index: int) -> None:
+        install_ray_metrics()
         self._shard = Shard(settings, index)
 
     async def ready(self) -> int:
@@ -168,6 +186,9 @@ class ShardActor(ForwardPrivacyHelpers):
 
     async def sweep_users(self, user_ids: list[str], now: datetime, dry_run: bool) -> SweepCounts:
         return await self._shard.sweep_users(user_ids, now, dry_run)
+
+    async def reembed_users(self, user_ids: list[str]) -> ReembedCounts:
+        return await self._shard.reembed_users(user_ids)
 
     async def record_recall_hit_batch(self, batch: list[RecallHits]) -> None:
         await self._shard.record_recall_hit_batch(batch)

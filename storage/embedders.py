@@ -6,11 +6,17 @@ import asyncio
 import importlib
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from engram.models.settings import EmbedderSettings
+
+# Re-exported: callers name every embedder thing from this module.
+from engram.storage.embedding_base import Embedder as Embedder
+from engram.storage.embedding_base import EmbedderUnavailableError as EmbedderUnavailableError
+from engram.storage.embedding_base import EmbeddingError as EmbeddingError
+from engram.storage.embedding_base import normalised as normalised
 
 EncodeFn = Callable[[list[str]], Any]
 """Turns a list of texts into an array-like of shape (len(texts), dim)."""
@@ -19,42 +25,11 @@ USE_MODEL_NAME = "use-multilingual-v3"
 USE_DIM = 512
 
 
-class EmbeddingError(Exception):
-    """Some texts could not be embedded; carries the rows that could, so callers keep them (W9)."""
-
-    def __init__(self, indices: Sequence[int], vectors: np.ndarray) -> None:
-        self.indices: tuple[int, ...] = tuple(indices)
-        self.vectors = vectors
-        shown = ", ".join(str(i) for i in self.indices[:10])
-        more = f" and {len(self.indices) - 10} more" if len(self.indices) > 10 else ""
-        super().__init__(f"embedding failed for item(s) at index {shown}{more}")
-
-
-class Embedder(Protocol):
-    """Embeds texts into L2-normalised float32 rows of ``dim`` columns."""
-
-    model_name: str
-    dim: int
-
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of shape (len(texts), dim); raises EmbeddingError naming failed indices."""
-        ...
-
-
-def _normalised(raw: Any, rows: int, dim: int) -> np.ndarray:
-    matrix = np.asarray(raw, dtype=np.float32)
-    if matrix.shape != (rows, dim) or not np.all(np.isfinite(matrix)):
-        raise ValueError(f"encoder returned shape {matrix.shape}, expected ({rows}, {dim}) finite values")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    if np.any(norms == 0):
-        raise ValueError("encoder returned a zero vector")
-    normalised: np.ndarray = (matrix / norms).astype(np.float32, copy=False)
-    return normalised
-
-
 def _try_encode(encode_fn: EncodeFn, texts: list[str], dim: int) -> np.ndarray | None:
     try:
-        return _normalised(encode_fn(texts), len(texts), dim)
+        return normalised(encode_fn(texts), len(texts), dim)
+    except EmbedderUnavailableError:
+        raise
     except Exception:
         # The exception may quote the text, so it is neither logged nor kept.
         return None
@@ -183,5 +158,17 @@ def build_embedder(settings: EmbedderSettings) -> Embedder:
             raise ValueError(f"embedder provider 'use' only offers model {USE_MODEL_NAME!r}")
         return UseEmbedder(threads=settings.threads, batch_size=settings.batch_size)
     if settings.model == USE_MODEL_NAME:
-        raise ValueError("embedder provider 'sentence-transformers' needs embedder.model set to its model")
+        raise ValueError(f"embedder provider {settings.provider!r} needs embedder.model set to its model")
+    if settings.provider == "openai":
+        from engram.storage.openai_embedder import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            settings.base_url,
+            settings.model,
+            api_key=settings.api_key.get_secret_value(),
+            dim=settings.dim,
+            batch_size=settings.batch_size,
+            timeout_s=settings.timeout_s,
+            attempts=settings.attempts,
+        )
     return SentenceTransformerEmbedder(settings.model, batch_size=settings.batch_size)

@@ -192,3 +192,14 @@ user_versions = Table(
     Column("user_id", SCOPE_ID, primary_key=True),
     Column("version", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
 )
+
+vector_collections = Table(
+    "vector_collections",
+    metadata,
+    # The embedding model whose vectors each vector collection holds: a process whose embedder is
+    # another model refuses to open it (vectors of two models are never compared, O2).
+    Column("collection", String(255), primary_key=True),
+    Column("embedding_model", String(128), nullable=False),
+    Column("dim", Integer, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
+from engram.models.domain import utcnow
 from engram.models.settings import Settings
+from engram.storage.collection_models import check_collection_model
 from engram.storage.crypto import KeyProvider
 from engram.storage.database import create_engine
 from engram.storage.embedders import Embedder, build_embedder
@@ -25,9 +28,12 @@ class Stores:
     embedder: Embedder
 
     async def close(self) -> None:
-        """Close the vector store and release database connections."""
+        """Close the vector store, release database connections and the embedder's, if it keeps any."""
         await self.vectors.close()
         await self.metadata.close()
+        close_embedder = getattr(self.embedder, "close", None)
+        if callable(close_embedder):
+            await close_embedder()
 
 
 async def open_stores(
@@ -44,9 +50,14 @@ async def open_stores(
     if migrate:
         await upgrade(engine)
     embedder = embedder or build_embedder(settings.embedder)
+    warm_up = getattr(embedder, "warm_up", None)
+    if callable(warm_up):
+        # Loads the weights, or asks a remote embedder for its dimension (checked below).
+        await asyncio.to_thread(warm_up)
     metadata = MetadataStore(engine, keyring_for(storage, key_provider))
     if migrate:
         await reseal_plaintext(metadata)  # rows from before migration 0005, once
+    await check_collection_model(metadata, storage.collection, embedder.model_name, embedder.dim, utcnow)
     index = MilvusVectorStore(
         storage.resolved_milvus_uri(),
         storage.collection,

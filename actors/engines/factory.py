@@ -48,5 +48,5 @@ def engine_from_settings(settings: EngineSettings) -> Engine:
     if settings.name == "vllm":
         if not settings.model:
             raise ValueError("engine 'vllm' needs engine.model")
-        return build_engine("vllm", model=settings.model)
+        return build_engine("vllm", model=settings.model, **settings.vllm.engine_args())
     return build_engine("rules")

@@ -66,3 +66,24 @@ async def test_structured_extraction_and_evolution_parse(engine: VllmEngine) -> 
     assert extraction.facts
     assert isinstance(evolution, EvolutionOutput), evolution
     assert evolution.target in (None, "0")
+
+
+def test_the_device_check_extracts_the_few_shot_cases_and_a_locomo_session() -> None:
+    """What ``engram bench extraction --engine vllm`` prints on a GPU machine (docs/operations.md)."""
+    from pathlib import Path
+
+    from engram.loadtest.bench_extraction import measure
+    from engram.models.settings import Settings
+
+    data = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo_dev.json"
+    settings = Settings(
+        engine={
+            "name": "vllm",
+            "model": os.environ["ENGRAM_VLLM_TEST_MODEL"],
+            "vllm": {"gpu_memory_utilization": 0.4, "max_model_len": 4096},
+        }
+    )
+    figures = measure(settings, data if data.exists() else None, sessions=1)
+    print(figures)
+    assert figures.facts > 0 and figures.failures < figures.requests
+    assert max(figures.batch_sizes) > 1
