@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engram.lifecycle.archive import build_archive
 from engram.lifecycle.context import LifecycleStores
@@ -22,6 +24,8 @@ from engram.models.rules.sharding import shard_name, shard_of
 from engram.models.settings import Settings
 from engram.storage.database import create_engine
 from engram.storage.stores import open_stores
+
+T = TypeVar("T")
 
 
 def print_progress(done: int, total: int, counts: ReembedCounts) -> None:
@@ -72,20 +76,19 @@ def left(settings: Settings) -> int:
 
 
 async def _users(settings: Settings) -> list[str]:
-    storage = settings.storage
-    engine = create_engine(storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms)
-    try:
-        async with engine.connect() as conn:
-            return await users_to_reembed(conn, settings.embedder.model)
-    finally:
-        await engine.dispose()
+    return await _read(settings, lambda conn: users_to_reembed(conn, settings.embedder.model))
 
 
 async def _left(settings: Settings) -> int:
+    return await _read(settings, lambda conn: memories_left(conn, settings.embedder.model))
+
+
+async def _read(settings: Settings, query: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    """One query on the metadata database alone (the vector store belongs to whoever serves)."""
     storage = settings.storage
     engine = create_engine(storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms)
     try:
         async with engine.connect() as conn:
-            return await memories_left(conn, settings.embedder.model)
+            return await query(conn)
     finally:
         await engine.dispose()
