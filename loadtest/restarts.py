@@ -35,7 +35,7 @@ from engram.models.enums import TaskStatus
 from engram.models.ids import new_id
 from engram.models.settings import Settings
 from engram.storage.database import create_engine
-from engram.storage.keyring import keyring_for
+from engram.storage.keyring import check_master_key, keyring_for
 from engram.storage.metadata import MetadataStore
 from engram.storage.migrate import upgrade
 
@@ -52,6 +52,8 @@ async def seed_pending_tasks(settings: Settings, user_ids: Sequence[str], per_us
     metadata = MetadataStore(engine, keyring_for(storage))
     task_ids: list[str] = []
     try:
+        async with engine.connect() as conn:  # the first writer of an empty store makes the key
+            await check_master_key(metadata.keyring, conn, may_create=True)
         now = utcnow()
         async with metadata.transaction() as tx:
             for user_id in user_ids:

@@ -49,7 +49,7 @@ from engram.serve.shard import ShardActor
 from engram.serve.sweep_scheduler import start_scheduler
 from engram.storage.database import create_engine
 from engram.storage.embedders import build_embedder
-from engram.storage.keyring import keyring_for
+from engram.storage.keyring import keyring_for, master_key_check
 from engram.storage.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -110,9 +110,13 @@ class RecallDeployment:
     them) and ``recall`` for handles (the Ingress forwards Python callers' recalls here).
     """
 
-    def __init__(self, settings: Settings) -> None:
+    # Serve awaits an async constructor on the replica's event loop.
+    async def __init__(self, settings: Settings) -> None:  # type: ignore[misc]
         install_ray_metrics()
         self.settings = settings
+        # A replica on a node without the master key refuses to start, saying why (it reads
+        # content and never writes keys, so it creates none).
+        await master_key_check(settings.storage)
         self._shards = shard_actors(settings)
         self._gate = GatedBackend(_RecallRoute(self), SwitchReader(settings.storage))
         self._http_backend = cast(EngramBackend, RateLimitedBackend(self._gate, RateLimiter(settings.limits)))

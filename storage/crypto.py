@@ -71,44 +71,122 @@ def key_fingerprint(key: bytes) -> str:
     return hashlib.sha256(b"engram-master-key-id:" + key).hexdigest()[:16]
 
 
-class LocalKeyFileProvider:
-    """Master key in a local file (mode 0600), created with a random key on first use.
+class MasterKeyError(RuntimeError):
+    """This process has no master key, or not the one the stored data keys were wrapped under."""
 
+
+class LocalKeyFileProvider:
+    """Master key in a local file (mode 0600).
+
+    ``create``: a missing file is created with a random key at once (tools and tests); without it
+    (the stores: ``storage.keyring.check_master_key``) the file is only created for a key store that
+    holds no wrapped key yet, and a process that finds none uses nothing until it appears.
     While a rotation is under way (``<file>.next`` exists) new data keys are wrapped under the next
     key and either key opens a wrapped one; a key that opens with neither makes the provider read
     its files again, since a rotation may have started or finished in another process.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
         self._path = path
         self._keys: list[bytes] = []
-        self._load()
+        if create or path.exists():
+            self._load(create=True)
 
-    def _load(self) -> None:
+    def _load(self, *, create: bool) -> None:
+        if not create and not self._path.exists():
+            raise MasterKeyError(
+                f"no master key file at {self._path}: every process must reach the same master key "
+                "(copy it there, or set storage.key_provider: secret); a second key is never created"
+            )
         current = load_or_create_key_file(self._path)
         upcoming = next_key_file(self._path)
         self._keys = [read_key_file(upcoming), current] if upcoming.exists() else [current]
 
+    def _current(self) -> list[bytes]:
+        if not self._keys:
+            self._load(create=False)  # another process on this node may have created it since
+        return self._keys
+
+    def available(self) -> bool:
+        """Whether the master key file exists (it is read then)."""
+        if not self._keys and self._path.exists():
+            self._load(create=False)
+        return bool(self._keys)
+
+    def create(self) -> None:
+        """Create the master key file (random key) if it is missing: a new, empty key store only."""
+        self._load(create=True)
+
+    def describe(self) -> str:
+        """Where the key comes from, for error messages (never the key)."""
+        return f"the master key file {self._path}"
+
     @property
     def key_id(self) -> str:
         """Fingerprint of the master key that wraps new data keys (not the key)."""
-        return key_fingerprint(self._keys[0])
+        return key_fingerprint(self._current()[0])
 
     def wrap(self, data_key: bytes, user_id: str) -> bytes:
         """Seal ``data_key`` under the master key, bound to ``user_id``."""
-        return seal(self._keys[0], data_key, _wrap_aad(user_id))
+        return seal(self._current()[0], data_key, _wrap_aad(user_id))
 
     def unwrap(self, wrapped: bytes, user_id: str) -> bytes:
         """Open a wrapped data key (DecryptionError when no master key known here opens it)."""
         for attempt in range(2):
-            for key in self._keys:
+            for key in self._current():
                 try:
                     return unseal(key, wrapped, _wrap_aad(user_id))
                 except DecryptionError:
                     continue
             if attempt == 0:
-                self._load()
+                self._load(create=False)
         raise DecryptionError("the data key does not open with any master key known here")
+
+
+class SecretKeyProvider:
+    """A master key handed to the process (a cluster secret: an environment variable or a mounted
+    file), base64 of 32 bytes; never created, never written."""
+
+    def __init__(self, key: bytes, source: str) -> None:
+        if len(key) != KEY_BYTES:
+            raise MasterKeyError(f"{source} does not hold a {KEY_BYTES}-byte base64 master key")
+        self._key = key
+        self._source = source
+
+    @classmethod
+    def from_environment(cls, variable: str, fallback_file: Path | None) -> SecretKeyProvider:
+        """The key in ``variable``, else in ``fallback_file``; MasterKeyError when neither holds one."""
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return cls(_b64(value.encode(), f"${variable}"), f"${variable}")
+        if fallback_file is not None and fallback_file.exists():
+            return cls(_b64(fallback_file.read_bytes().strip(), str(fallback_file)), str(fallback_file))
+        where = f"${variable}" + (f" or {fallback_file}" if fallback_file is not None else "")
+        raise MasterKeyError(f"storage.key_provider is secret, but {where} holds no master key")
+
+    def describe(self) -> str:
+        """Where the key comes from, for error messages (never the key)."""
+        return f"the secret master key from {self._source}"
+
+    @property
+    def key_id(self) -> str:
+        """Fingerprint of the master key (not the key)."""
+        return key_fingerprint(self._key)
+
+    def wrap(self, data_key: bytes, user_id: str) -> bytes:
+        """Seal ``data_key`` under the master key, bound to ``user_id``."""
+        return seal(self._key, data_key, _wrap_aad(user_id))
+
+    def unwrap(self, wrapped: bytes, user_id: str) -> bytes:
+        """Open a wrapped data key (DecryptionError when this master key does not open it)."""
+        return unseal(self._key, wrapped, _wrap_aad(user_id))
+
+
+def _b64(data: bytes, source: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except ValueError:
+        raise MasterKeyError(f"{source} is not base64") from None
 
 
 def _wrap_aad(user_id: str) -> bytes:

@@ -8,17 +8,27 @@ opened again once a user's key is shredded (docs/privacy.md).
 
 from __future__ import annotations
 
+import importlib
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
-from sqlalchemy import Executable, delete, select
+from sqlalchemy import Executable, delete, func, inspect, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from engram.models.domain import utcnow
 from engram.models.settings import StorageSettings
-from engram.storage.crypto import KEY_BYTES, ContentCipher, KeyProvider, LocalKeyFileProvider
+from engram.storage.crypto import (
+    KEY_BYTES,
+    ContentCipher,
+    DecryptionError,
+    KeyProvider,
+    LocalKeyFileProvider,
+    MasterKeyError,
+    SecretKeyProvider,
+)
 from engram.storage.database import READONLY_OPTION, create_engine
 from engram.storage.schema import user_keys
 
@@ -38,6 +48,11 @@ class KeyRing:
         self._ciphers: dict[str, tuple[bytes, ContentCipher]] = {}
 
     @property
+    def provider(self) -> KeyProvider:
+        """The master key provider wrapping this ring's data keys."""
+        return self._provider
+
+    @property
     def separate(self) -> bool:
         """True when the keys live in a key store of their own."""
         return self._store is not None
@@ -48,7 +63,8 @@ class KeyRing:
         return self._store
 
     @asynccontextmanager
-    async def _keys(self, conn: AsyncConnection, *, readonly: bool = False) -> AsyncIterator[AsyncConnection]:
+    async def keys(self, conn: AsyncConnection, *, readonly: bool = False) -> AsyncIterator[AsyncConnection]:
+        """Where the wrapped keys live: ``conn`` itself, or a connection to the key store."""
         if self._store is None:
             yield conn
             return
@@ -73,17 +89,17 @@ class KeyRing:
         return await self._cipher(conn, user_id, create=False)
 
     async def _cipher(self, conn: AsyncConnection, user_id: str, *, create: bool) -> ContentCipher | None:
-        async with self._keys(conn, readonly=True) as keys:
-            wrapped = await self._load(keys, user_id)
+        async with self.keys(conn, readonly=True) as keys:
+            wrapped = await self.load(keys, user_id)
         if wrapped is None and not create:
             self._ciphers.pop(user_id, None)
             return None
         if wrapped is None:
-            async with self._keys(conn) as keys:
+            async with self.keys(conn) as keys:
                 candidate = self._provider.wrap(secrets.token_bytes(KEY_BYTES), user_id)
                 await keys.execute(_insert_ignore(keys, candidate, user_id, self._provider.key_id))
                 # Another process may have won the race: whatever is stored now is the key.
-                wrapped = await self._load(keys, user_id)
+                wrapped = await self.load(keys, user_id)
             assert wrapped is not None
         cached = self._ciphers.get(user_id)
         if cached is not None and cached[0] == wrapped:
@@ -95,7 +111,7 @@ class KeyRing:
     async def shred(self, conn: AsyncConnection, user_id: str) -> bool:
         """Destroy the user's data key; their stored content can never be read again."""
         self._ciphers.pop(user_id, None)
-        async with self._keys(conn) as keys:
+        async with self.keys(conn) as keys:
             result = await keys.execute(delete(user_keys).where(user_keys.c.user_id == user_id))
         return bool(result.rowcount)
 
@@ -109,7 +125,8 @@ class KeyRing:
             await self._store.dispose()
 
     @staticmethod
-    async def _load(conn: AsyncConnection, user_id: str) -> bytes | None:
+    async def load(conn: AsyncConnection, user_id: str) -> bytes | None:
+        """The user's wrapped data key, None when they have none."""
         row = await conn.execute(select(user_keys.c.wrapped_key).where(user_keys.c.user_id == user_id))
         value = row.scalar_one_or_none()
         return bytes(value) if value is not None else None
@@ -122,10 +139,86 @@ def _insert_ignore(conn: AsyncConnection, wrapped: bytes, user_id: str, key_id: 
     return sqlite.insert(user_keys).values(**values).on_conflict_do_nothing()
 
 
+def key_provider_for(storage: StorageSettings) -> KeyProvider:
+    """The master key provider ``storage.key_provider`` names (the file one does not create a key
+    here: ``check_master_key`` decides that)."""
+    if storage.key_provider == "file":
+        return LocalKeyFileProvider(storage.resolved_master_key_file(), create=False)
+    if storage.key_provider == "secret":
+        fallback = Path(storage.master_key_file) if storage.master_key_file else None
+        return SecretKeyProvider.from_environment(storage.master_key_env, fallback)
+    module_name, _, attribute = storage.key_provider.partition(":")
+    factory = getattr(importlib.import_module(module_name), attribute)
+    provider: KeyProvider = factory(storage)
+    return provider
+
+
+async def check_master_key(keyring: KeyRing, conn: AsyncConnection, *, may_create: bool) -> None:
+    """Stop unless this process holds the master key the stored data keys are wrapped under.
+
+    A provider without a key may create one (``may_create``, writers only) while the key store holds
+    no wrapped key; with wrapped keys stored it raises ``MasterKeyError``: it never makes a second
+    master key. One wrapped key per master key id recorded must open, or it raises too.
+    """
+    provider = keyring.provider
+    async with keyring.keys(conn, readonly=True) as keys:
+        if not await keys.run_sync(lambda sync: inspect(sync).has_table(user_keys.name)):
+            return  # a database no process has migrated yet: no key stored, none to check
+        query = select(
+            user_keys.c.master_key_id, func.min(user_keys.c.user_id), func.count(user_keys.c.user_id)
+        ).group_by(user_keys.c.master_key_id)
+        groups = (await keys.execute(query)).all()
+        samples = []
+        for key_id, user_id, _ in groups:
+            wrapped = await KeyRing.load(keys, user_id)
+            if wrapped is not None:
+                samples.append((key_id, user_id, wrapped))
+    stored = sum(int(count) for *_, count in groups)
+    available = getattr(provider, "available", None)
+    if callable(available) and not available():
+        create = getattr(provider, "create", None)
+        if not stored and may_create and callable(create):
+            create()
+            return
+        if not stored:
+            return  # nothing to open yet; the first writer creates the key
+        raise MasterKeyError(
+            f"the key store holds {stored} wrapped data keys but this process has no master key "
+            f"({_describe(provider)}): every process must reach the key they were wrapped under; "
+            "a second master key is never created"
+        )
+    for key_id, user_id, wrapped in samples:
+        try:
+            provider.unwrap(wrapped, user_id)
+        except DecryptionError:
+            raise MasterKeyError(
+                f"stored data keys wrapped under master key {key_id} do not open with "
+                f"{_describe(provider)} (key id {provider.key_id}): every process must reach the "
+                "same key provider"
+            ) from None
+
+
+async def master_key_check(storage: StorageSettings) -> None:
+    """``check_master_key`` for a process that only reads content (it never creates a key)."""
+    engine = create_engine(storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms)
+    keyring = keyring_for(storage)
+    try:
+        async with engine.connect() as conn:
+            await check_master_key(keyring, conn, may_create=False)
+    finally:
+        await keyring.close()
+        await engine.dispose()
+
+
+def _describe(provider: KeyProvider) -> str:
+    describe = getattr(provider, "describe", None)
+    return str(describe()) if callable(describe) else type(provider).__name__
+
+
 def keyring_for(storage: StorageSettings, provider: KeyProvider | None = None) -> KeyRing:
     """The key ring ``storage`` configures: the local master key file by default, the wrapped keys
     in ``storage.key_database_url`` when set, else in the metadata database."""
-    provider = provider or LocalKeyFileProvider(storage.resolved_master_key_file())
+    provider = provider or key_provider_for(storage)
     url = storage.key_database_url
     store = create_engine(url, busy_timeout_ms=storage.sqlite_busy_timeout_ms) if url else None
     return KeyRing(provider, store)

@@ -11,7 +11,7 @@ from engram.storage.collection_models import check_collection_model
 from engram.storage.crypto import KeyProvider
 from engram.storage.database import create_engine
 from engram.storage.embedders import Embedder, build_embedder
-from engram.storage.keyring import keyring_for
+from engram.storage.keyring import check_master_key, keyring_for
 from engram.storage.metadata import MetadataStore
 from engram.storage.migrate import upgrade
 from engram.storage.reseal import reseal_plaintext
@@ -55,6 +55,10 @@ async def open_stores(
         # Loads the weights, or asks a remote embedder for its dimension (checked below).
         await asyncio.to_thread(warm_up)
     metadata = MetadataStore(engine, keyring_for(storage, key_provider))
+    # Before anything is sealed: a process without the master key the stored data keys were
+    # wrapped under stops here, with the reason, instead of creating a second master key.
+    async with engine.connect() as conn:
+        await check_master_key(metadata.keyring, conn, may_create=True)
     if migrate:
         await reseal_plaintext(metadata)  # rows from before migration 0005, once
     await check_collection_model(metadata, storage.collection, embedder.model_name, embedder.dim, utcnow)
