@@ -24,6 +24,7 @@ from engram.actors.engines.base import Engine
 from engram.actors.engines.rules import RulesEngine
 from engram.actors.evolution import Evolver, Existing, Plan
 from engram.actors.extraction import Fact, extract_facts
+from engram.actors.sensitive import screened_fact
 from engram.actors.snapshot import SnapshotCache
 from engram.models.api import AddRequest, Decision
 from engram.models.domain import Memory
@@ -87,7 +88,9 @@ class Ingestor:
             return stored
         now = self._clock()
         facts, degraded = await self._extract(request, now)
+        facts, refused = self._screen(facts, request.app_id)
         facts, vectors, skipped = await self._embed_facts(facts)
+        skipped = refused + skipped
         if not facts:
             decisions = skipped or (
                 [Decision(op="NONE", reason=f"{degraded}; nothing to remember")] if degraded else []
@@ -174,6 +177,19 @@ class Ingestor:
         log.warning("extraction LLM failed (%s); the rules engine extracts this add", reason)
         facts = await extract_facts(self._rules, request, now, settings.extraction)
         return facts, f"degraded: extraction LLM failed ({reason}), rules engine used"
+
+    def _screen(self, facts: list[Fact], app_id: str | None) -> tuple[list[Fact], list[Decision]]:
+        """Facts with secrets and PII redacted, before hashing and embedding (P5), and a SKIPPED
+        decision for each fact the policy refuses."""
+        kept: list[Fact] = []
+        refused: list[Decision] = []
+        for fact in facts:
+            screened = screened_fact(fact, self.settings.privacy.sensitive, app_id)
+            if isinstance(screened, Decision):
+                refused.append(screened)
+            else:
+                kept.append(screened)
+        return kept, refused
 
     async def _embed_facts(self, facts: list[Fact]) -> tuple[list[Fact], np.ndarray, list[Decision]]:
         """The facts that could be embedded with their vectors, and a SKIPPED decision for each other (W9)."""

@@ -22,6 +22,7 @@ from engram.actors.engines.factory import engine_from_settings
 from engram.actors.engines.metered import metered
 from engram.actors.ingest import Ingestor
 from engram.actors.recall import Recaller
+from engram.actors.sensitive import screened_content, screened_request
 from engram.actors.snapshot import VectorSource
 from engram.actors.views import change_view, memory_view
 from engram.models.api import (
@@ -115,11 +116,30 @@ class MemoryService:
         if not requests:
             return []
         now = self.clock()
-        vectors = await self.embedder.embed([r.content for r in requests])
+        kept, refused = self.screen_structured(requests)
+        if not kept:
+            return [refused[i] for i in range(len(requests))]
+        vectors = await self.embedder.embed([r.content for _, r in kept])
         async with self.metadata.transaction() as tx:
-            staged = await self.stage_structured(tx, requests, now, op_source)
+            staged = await self.stage_structured(tx, [r for _, r in kept], now, op_source)
         await self.write_vectors([staged], [vectors])
-        return staged.results
+        for (index, _), result in zip(kept, staged.results, strict=True):
+            refused[index] = result.model_copy(update={"index": index})
+        return [refused[i] for i in range(len(requests))]
+
+    def screen_structured(
+        self, requests: Sequence[AddStructuredRequest]
+    ) -> tuple[list[tuple[int, AddStructuredRequest]], dict[int, BatchItemResult]]:
+        """Secrets and PII redacted before hashing and embedding (P5): the items kept (with their
+        index) and a 40004 result for each item the policy refuses."""
+        kept: list[tuple[int, AddStructuredRequest]] = []
+        refused: dict[int, BatchItemResult] = {}
+        for index, request in enumerate(requests):
+            try:
+                kept.append((index, screened_request(request, self.settings.privacy.sensitive)))
+            except EngramError as exc:
+                refused[index] = BatchItemResult(index=index, code=exc.code.value, msg=exc.message)
+        return kept, refused
 
     async def stage_structured(
         self,
@@ -213,6 +233,8 @@ class MemoryService:
         """Change content and/or metadata (M1); only a content change re-embeds (W9)."""
         now = self.clock()
         fields = request.model_fields_set
+        if request.content is not None:
+            request = request.model_copy(update={"content": await self._screened_update(request)})
         content_changes = request.content is not None
         vector = (await self.embedder.embed([request.content]))[0] if request.content is not None else None
         async with self.metadata.transaction() as tx:
@@ -259,6 +281,14 @@ class MemoryService:
         if content_changes and vector is not None:
             await self.vectors.upsert([vector_record(memory, vector)])
         return memory_view(memory)
+
+    async def _screened_update(self, request: UpdateRequest) -> str:
+        """The new content with secrets and PII redacted by the memory's app policy; 40004 if refused."""
+        assert request.content is not None
+        async with self.metadata.transaction(readonly=True) as tx:
+            memory = await tx.get_memory(request.user_id, request.memory_id)
+        app_id = memory.app_id if memory is not None else None
+        return screened_content(request.content, self.settings.privacy.sensitive, app_id)
 
     def _weight_after_update(self, memory: Memory, current: float, content_changed: bool) -> float:
         base = type_initial_weight(memory, self.settings.weights)

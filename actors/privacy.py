@@ -28,6 +28,7 @@ from engram.actors.export_import import (
     to_memory,
 )
 from engram.actors.memory_service import MemoryService
+from engram.actors.sensitive import screened_line
 from engram.actors.views import memory_view
 from engram.models.api import UserImportRequest, UserListRequest, UserPurgeRequest, UserSwitchRequest
 from engram.models.domain import GLOBAL_APP, WriteTask
@@ -255,7 +256,10 @@ class PrivacyService:
     async def import_lines(self, request: UserImportRequest) -> ImportResult:
         """Store exported lines for this user: skip or overwrite on id conflict, re-embed across models."""
         user_id = request.user_id
-        items = [parse_line(text, i + 1) for i, text in enumerate(request.lines)]
+        parsed = [parse_line(text, i + 1) for i, text in enumerate(request.lines)]
+        # Secrets and PII redacted before hashing and embedding (P5); a refused line is not stored.
+        screened = [screened_line(item, self.service.settings.privacy.sensitive) for item in parsed]
+        items = [item for item in screened if item is not None]
         embedder = self.service.embedder
         async with self.service.metadata.transaction(readonly=True) as tx:
             owners = await q.owners_of(tx, [item.memory_id for item in items])
@@ -317,6 +321,7 @@ class PrivacyService:
             added=sum(p.step is Step.ADD for p in plan),
             overwritten=sum(p.step is Step.OVERWRITE for p in plan),
             skipped=len(items) - len(plan),
+            refused=len(parsed) - len(items),
             reembedded=len(fresh),
         )
         log.info("import for user %s: %s", user_id, result.model_dump())

@@ -21,10 +21,11 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from engram.actors.memory_service import MemoryService, StagedMemories
+from engram.actors.sensitive import screened_request
 from engram.actors.task_recorder import settle
 from engram.models.api import AddStructuredRequest, BatchItemResult, Decision
 from engram.models.enums import TaskStatus
-from engram.models.errors import ErrorCode
+from engram.models.errors import EngramError, ErrorCode
 from engram.models.metrics import METRICS
 from engram.storage.metadata import TaskOutcome
 
@@ -127,10 +128,16 @@ class StructuredWriter:
                     failed[item.task_id] = (task.user_id, f"{code} gave up after {attempts - 1} attempts")
                     continue
                 try:
-                    item.request = AddStructuredRequest.model_validate(task.payload)
+                    request = AddStructuredRequest.model_validate(task.payload)
                 except ValidationError:
                     code = ErrorCode.BAD_PARAMETER.value
                     failed[item.task_id] = (task.user_id, f"{code} the task's payload cannot be read")
+                    continue
+                try:
+                    # Secrets and PII redacted before hashing and embedding (P5).
+                    item.request = screened_request(request, self.service.settings.privacy.sensitive)
+                except EngramError as exc:
+                    failed[item.task_id] = (task.user_id, f"{exc.code.value} {exc.message}")
                     continue
                 runnable.append(item)
         by_user: dict[str, list[_Item]] = {}

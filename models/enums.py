@@ -75,3 +75,14 @@ class Role(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
     SYSTEM = "system"
+
+
+class SensitiveCategory(StrEnum):
+    """Kinds of secrets and PII the write path detects (P5); the value is its placeholder's word."""
+
+    SECRET = "SECRET"  # noqa: S105 - a category name, not a password
+    CARD = "CARD"
+    IBAN = "IBAN"
+    GOV_ID = "ID"
+    EMAIL = "EMAIL"
+    PHONE = "PHONE"

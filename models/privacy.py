@@ -43,6 +43,8 @@ class ImportResult(BaseModel):
     overwritten: int = 0
     skipped: int = 0
     reembedded: int = 0
+    # Lines not stored because the sensitive policy refuses their content (P5).
+    refused: int = 0
 
 
 class ExportDownloadRequest(BaseModel):

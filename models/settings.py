@@ -20,7 +20,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from engram.models.enums import MemType, Ownership
+from engram.models.enums import MemType, Ownership, SensitiveCategory
 
 CONFIG_ENV_VAR = "ENGRAM_CONFIG"
 
@@ -281,6 +281,12 @@ class StorageSettings(BaseModel):
     # milvus-lite scans unflushed rows one by one on every query (~45 us each): flush this often.
     milvus_lite_flush_rows: int = Field(256, ge=1)
     master_key_file: str = ""
+    # Where the master key comes from (docs/privacy.md, "Master key"): "file", the local key file
+    # (created on the first start of an empty key store only); "secret", a key handed to every
+    # process ($<master_key_env>, else master_key_file; never created: the choice for clusters);
+    # or "package.module:factory", a KMS provider built by that callable from these settings.
+    key_provider: str = Field("file", pattern=r"^(file|secret|[\w.]+:\w+)$")
+    master_key_env: str = "ENGRAM_MASTER_KEY"
     # Where the wrapped per-user data keys live. Empty: in the metadata database, beside the
     # content. Set (e.g. sqlite+aiosqlite:///keys.db, or another PostgreSQL database) to keep them
     # apart, backed up on their own schedule: then a purge's crypto-shred also holds against
@@ -331,13 +337,43 @@ class AuthSettings(BaseModel):
         return self
 
 
+SensitiveMode = Literal["redact", "refuse", "allow"]
+"""What the write path does with a detected secret or PII value (P5, docs/privacy.md)."""
+
+
+class SensitivePolicy(BaseModel):
+    """Per-category handling of secrets and PII on every write path (P5): ``redact`` replaces the
+    value by a typed placeholder ("[CARD]"), ``refuse`` stores nothing, ``allow`` keeps it verbatim.
+
+    ``default`` applies to every app; ``apps`` overrides some categories for one app id ("" is the
+    user's global scope), e.g. ``{"billing": {"EMAIL": "allow"}}``.
+    """
+
+    default: dict[SensitiveCategory, SensitiveMode] = Field(default_factory=lambda: _all_redact())
+    apps: dict[str, dict[SensitiveCategory, SensitiveMode]] = Field(default_factory=dict)
+
+    def for_app(self, app_id: str | None) -> dict[SensitiveCategory, SensitiveMode]:
+        """The mode of every category for one app: its overrides over the default, redact if unset."""
+        modes = _all_redact()
+        modes.update(self.default)
+        modes.update(self.apps.get(app_id or "", {}))
+        return modes
+
+
+def _all_redact() -> dict[SensitiveCategory, SensitiveMode]:
+    mode: SensitiveMode = "redact"
+    return dict.fromkeys(SensitiveCategory, mode)
+
+
 class PrivacySettings(BaseModel):
-    """Export files (P2): where they are written and how they are streamed back."""
+    """Export files (P2): where they are written and how they are streamed back; the secrets and
+    PII policy of the write path (``sensitive``, P5)."""
 
     # Relative paths are under storage.data_dir.
     export_dir: Path = Path("exports")
     export_page: int = Field(200, ge=1, le=2000)
     download_chunk_bytes: int = Field(256 * 1024, ge=1024)
+    sensitive: SensitivePolicy = Field(default_factory=SensitivePolicy)
 
 
 class EmbedderSettings(BaseModel):

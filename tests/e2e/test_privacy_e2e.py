@@ -184,7 +184,7 @@ def test_export_download_and_import_round_trip(engram_app: RunningApp) -> None:
 
     result = ok(engram_app, "user/import", {"user_id": target, "lines": lines})
     # The source's ids are another user's here: stored under fresh ids, the source is untouched.
-    assert result == {"added": 2, "overwritten": 0, "skipped": 0, "reembedded": 0}
+    assert result == {"added": 2, "overwritten": 0, "skipped": 0, "reembedded": 0, "refused": 0}
     copied = export(engram_app, target)
 
     def normalised(items: list[str]) -> list[dict[str, Any]]:

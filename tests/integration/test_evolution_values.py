@@ -16,6 +16,8 @@ import pytest
 
 from engram.actors.memory_service import MemoryService
 from engram.actors.write_path import WritePath
+from engram.models.enums import SensitiveCategory
+from engram.models.settings import SensitivePolicy, Settings
 from engram.serve.http_app import build_http_app
 from engram.serve.local_backend import LocalBackend
 from tests.support.auth import AUTH_OFF
@@ -23,6 +25,14 @@ from tests.support.auth import AUTH_OFF
 pytestmark = pytest.mark.integration
 V1 = "/memory/v1"
 DAY0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    # These cases are about values that change (passwords, phones, emails among them), not about
+    # their privacy: the app allows them verbatim, as a policy may (docs/privacy.md).
+    settings.privacy.sensitive = SensitivePolicy(default=dict.fromkeys(SensitiveCategory, "allow"))
+    return settings
 
 
 @pytest.fixture

@@ -298,7 +298,7 @@ async def test_export_then_import_into_a_fresh_instance_round_trips(
     try:
         async with privacy_app(fresh_settings, fresh_stores, clock) as fresh:
             result = await fresh.ok("user/import", {"user_id": "ex1", "lines": lines})
-            assert result == {"added": 3, "overwritten": 0, "skipped": 0, "reembedded": 0}
+            assert result == {"added": 3, "overwritten": 0, "skipped": 0, "reembedded": 0, "refused": 0}
             assert comparable(await export_lines(fresh, "ex1")) == comparable(lines)
             found = await fresh.ok("recall", {"user_id": "ex1", "query": "tomatoes and basil"})
             assert found["memories"][0]["memory_id"] == first
@@ -313,12 +313,12 @@ async def test_import_conflicts_and_reembedding(app: PrivacyApp, stores: Stores)
     item = json.loads(line)
 
     skipped = await app.ok("user/import", {"user_id": "im1", "lines": [line]})
-    assert skipped == {"added": 0, "overwritten": 0, "skipped": 1, "reembedded": 0}
+    assert skipped == {"added": 0, "overwritten": 0, "skipped": 1, "reembedded": 0, "refused": 0}
     changed = {**item, "content": "Likes cool jazz", "embedding_model": "another-model", "vector": None}
     over = await app.ok(
         "user/import", {"user_id": "im1", "lines": [json.dumps(changed)], "on_conflict": "overwrite"}
     )
-    assert over == {"added": 0, "overwritten": 1, "skipped": 0, "reembedded": 1}
+    assert over == {"added": 0, "overwritten": 1, "skipped": 0, "reembedded": 1, "refused": 0}
     listed = await app.ok("user/list", {"user_id": "im1"})
     assert [(m["memory_id"], m["content"], m["embedding_model"]) for m in listed["memories"]] == [
         (mine, "Likes cool jazz", stores.embedder.model_name)

@@ -1,0 +1,60 @@
+"""The sensitive-content policy (P5) applied to what each write path stores: structured requests,
+extracted facts, updated content and import lines. The detection itself is ``models.rules.sensitive``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from engram.actors import statements
+from engram.actors.extraction import Fact
+from engram.models.api import AddStructuredRequest, Decision
+from engram.models.errors import EngramError, ErrorCode
+from engram.models.privacy import ExportedMemory
+from engram.models.rules.sensitive import refusal_message, screen, scrub
+from engram.models.settings import SensitivePolicy
+
+
+def screened_content(text: str, policy: SensitivePolicy, app_id: str | None) -> str:
+    """The text to store for one app; 40004 when the policy refuses what it holds."""
+    result = screen(text, policy.for_app(app_id))
+    if result.refused:
+        raise EngramError(ErrorCode.SENSITIVE_CONTENT_REFUSED, refusal_message(result.refused))
+    return result.text
+
+
+def screened_request(request: AddStructuredRequest, policy: SensitivePolicy) -> AddStructuredRequest:
+    """The request with its content redacted; 40004 when refused."""
+    text = screened_content(request.content, policy, request.app_id)
+    return request if text == request.content else request.model_copy(update={"content": text})
+
+
+def screened_fact(fact: Fact, policy: SensitivePolicy, app_id: str | None) -> Fact | Decision:
+    """The fact redacted (entities taken again from the redacted text), or a SKIPPED decision."""
+    result = screen(fact.text, policy.for_app(app_id))
+    if result.refused:
+        return Decision(op="SKIPPED", reason=f"{refusal_message(result.refused)}; not stored")
+    if result.text == fact.text:
+        return fact
+    return replace(fact, text=result.text, entities=statements.entities(result.text))
+
+
+def screened_line(item: ExportedMemory, policy: SensitivePolicy) -> ExportedMemory | None:
+    """An import line with content and change log redacted (its vector dropped so that it is
+    embedded again), or None when the policy refuses its content."""
+    modes = policy.for_app(item.app_id)
+    result = screen(item.content, modes)
+    if result.refused:
+        return None
+    changes = [
+        c.model_copy(
+            update={
+                "content_before": scrub(c.content_before, modes) if c.content_before else c.content_before,
+                "content_after": scrub(c.content_after, modes) if c.content_after else c.content_after,
+            }
+        )
+        for c in item.changes
+    ]
+    update: dict[str, object] = {"changes": changes}
+    if result.text != item.content:
+        update |= {"content": result.text, "vector": None, "entities": statements.entities(result.text)}
+    return item.model_copy(update=update)
