@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Self
 
 import numpy as np
@@ -51,23 +51,14 @@ class ReembedCounts:
 
     def add(self, other: Self) -> Self:
         """Add ``other``'s counts into this one (returns self)."""
-        self.users += other.users
-        self.reembedded += other.reembedded
-        self.archived += other.archived
-        self.unembeddable += other.unembeddable
-        self.failed_users += other.failed_users
+        for name in self.as_dict():
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failures.extend(other.failures)
         return self
 
     def as_dict(self) -> dict[str, int]:
         """The counts as a plain mapping (progress lines, JSON; never content)."""
-        return {
-            "users": self.users,
-            "reembedded": self.reembedded,
-            "archived": self.archived,
-            "unembeddable": self.unembeddable,
-            "failed_users": self.failed_users,
-        }
+        return {f.name: int(getattr(self, f.name)) for f in fields(self) if f.name != "failures"}
 
 
 async def users_to_reembed(conn: AsyncConnection, model: str) -> list[str]:
