@@ -2,7 +2,9 @@
 
 One export line is one memory: every metadata field, the content, the vector (float32 little-endian,
 base64) and the memory's change log. The content hash is left out: it is keyed by the user's data
-key, which an import into another instance does not share, so it is computed again there.
+key, which an import into another instance does not share, so it is computed again there. After
+the memories, one line ``{"profile": ...}`` per stored user profile (L7), which an import skips:
+a profile is rebuilt from the memories.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +23,10 @@ from engram.models.domain import GLOBAL_APP, ChangeLogEntry, Memory
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.ids import new_id
 from engram.models.privacy import ExportedChange, ExportedMemory
+from engram.models.profile import UserProfile
+from engram.models.provenance import source_of, trust_of
+
+PROFILE_KEY = "profile"
 
 
 def encode_vector(vector: np.ndarray) -> str:
@@ -73,6 +80,7 @@ def exported(memory: Memory, vector: np.ndarray | None, changes: Sequence[Change
         superseded_by=memory.superseded_by,
         confidence=memory.confidence,
         source_type=memory.source_type,
+        trust=trust_of(source_of(memory.source_type, memory.ownership)),
         vector=None if vector is None else encode_vector(vector),
         changes=[
             ExportedChange(
@@ -87,6 +95,22 @@ def exported(memory: Memory, vector: np.ndarray | None, changes: Sequence[Change
             for c in changes
         ],
     )
+
+
+def profile_line(profile: UserProfile) -> str:
+    """The export line of one user profile."""
+    return json.dumps({PROFILE_KEY: profile.model_dump(mode="json")}, ensure_ascii=False)
+
+
+def is_profile_line(text: str) -> bool:
+    """True for a profile line of an export (a JSON object with a profile and no memory id)."""
+    if f'"{PROFILE_KEY}"' not in text:
+        return False
+    try:
+        item = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(item, dict) and PROFILE_KEY in item and "memory_id" not in item
 
 
 def parse_line(text: str, number: int) -> ExportedMemory:

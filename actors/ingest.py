@@ -36,6 +36,7 @@ from engram.models.rules.capacity import counter_deltas
 from engram.models.rules.decay import merged_weight, type_initial_weight, weight_now
 from engram.models.rules.records import new_memory, placement
 from engram.models.settings import Settings
+from engram.storage import quarantine_queries
 from engram.storage.admission import admit
 from engram.storage.embedders import Embedder, EmbeddingError
 from engram.storage.metadata import MetadataStore, MetadataTx
@@ -89,21 +90,31 @@ class Ingestor:
         now = self._clock()
         facts, degraded = await self._extract(request, now)
         facts, refused = self._screen(facts, request.app_id)
+        # Poisoning (P5): held facts skip evolution and embedding; they are stored QUARANTINED.
+        held = [f for f in facts if f.quarantine]
+        facts = [f for f in facts if not f.quarantine]
         facts, vectors, skipped = await self._embed_facts(facts)
         skipped = refused + skipped
         if not facts:
-            decisions = skipped or (
-                [Decision(op="NONE", reason=f"{degraded}; nothing to remember")] if degraded else []
-            )
-            if task_id is not None:
+            decisions = list(skipped)
+            if task_id is not None or held:
                 async with self._metadata.transaction() as tx:
-                    await tx.finish_task(
-                        task_id,
-                        TaskStatus.DONE,
-                        decisions=[d.model_dump(mode="json") for d in decisions],
-                        error=None,
-                        at=now,
+                    decisions += await self._hold(tx, request, held, now)
+                    decisions = decisions or (
+                        [Decision(op="NONE", reason=f"{degraded}; nothing to remember")] if degraded else []
                     )
+                    if task_id is not None:
+                        await tx.finish_task(
+                            task_id,
+                            TaskStatus.DONE,
+                            decisions=[d.model_dump(mode="json") for d in decisions],
+                            error=None,
+                            at=now,
+                        )
+                held_ops = Counter(d.op for d in decisions if d.op == "QUARANTINE")
+                METRICS.counts(METRICS.evolution_decisions, "op", held_ops)
+            elif degraded:
+                decisions = [Decision(op="NONE", reason=f"{degraded}; nothing to remember")]
             return decisions
         level, app_id = placement(request.level, request.app_id, request.session_id)
         snapshot = await self._snapshots.get(request.user_id)
@@ -132,6 +143,7 @@ class Ingestor:
             async with self._metadata.transaction() as tx:
                 for plan in plans:
                     await self._apply(tx, plan, request, level, app_id, now, new_vectors, hash_key, outcome)
+                outcome.decisions += await self._hold(tx, request, held, now)
                 await tx.bump_version(request.user_id)
                 if task_id is not None and not await tx.finish_task(
                     task_id,
@@ -190,6 +202,35 @@ class Ingestor:
             else:
                 kept.append(screened)
         return kept, refused
+
+    async def _hold(
+        self, tx: MetadataTx, request: AddRequest, held: list[Fact], now: datetime
+    ) -> list[Decision]:
+        """Store flagged facts QUARANTINED inside ``tx`` (P5): no evolution, no vector, no capacity
+        counted until an admin releases them; the same text already held in the scope is held once."""
+        if not held:
+            return []
+        level, app_id = placement(request.level, request.app_id, request.session_id)
+        hash_key = (await tx.cipher(request.user_id)).hash_key
+        waiting = await quarantine_queries.held_scopes(tx, request.user_id)
+        decisions: list[Decision] = []
+        for fact in held:
+            digest = content_hash(fact.text, hash_key)
+            scope = (digest, app_id, level, request.session_id, fact.ownership)
+            if scope in waiting:
+                decisions.append(Decision(op="NONE", reason="already held for review"))
+                continue
+            plan = Plan(op="ADD", fact=fact, content_hash=digest, vector=np.zeros(0), reason="")
+            memory = self._memory_for(plan, request, level, app_id, now)
+            waiting[scope] = memory.memory_id
+            memory.status = Status.QUARANTINED
+            reason = f"quarantined ({', '.join(fact.quarantine)}) from {fact.source.value}"
+            await tx.insert_memory(memory)
+            await tx.add_change(
+                memory, OpType.ADD, OpSource.SYSTEM, reason, now, content_after=memory.content
+            )
+            decisions.append(_decision("QUARANTINE", memory, memory.content, reason))
+        return decisions
 
     async def _embed_facts(self, facts: list[Fact]) -> tuple[list[Fact], np.ndarray, list[Decision]]:
         """The facts that could be embedded with their vectors, and a SKIPPED decision for each other (W9)."""
@@ -284,6 +325,7 @@ class Ingestor:
             source_msg_id=fact.source_msg_id,
             custom_tags=fact.custom_tags,
             entities=fact.entities,
+            source_type=fact.source.value,
         )
 
     async def _add(

@@ -47,12 +47,15 @@ from engram.models.domain import Memory, utcnow
 from engram.models.enums import Level, OpSource, OpType, Ownership, Status
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.hashing import content_hash
-from engram.models.rules import capacity
+from engram.models.provenance import Source
+from engram.models.rules import capacity, poisoning
 from engram.models.rules.capacity import counter_deltas
 from engram.models.rules.decay import recovered_weight, type_initial_weight, weight_now
 from engram.models.rules.records import new_memory, placement
 from engram.models.settings import Settings
+from engram.storage import quarantine_queries
 from engram.storage.admission import admit_many, check_important_mark
+from engram.storage.compressed import compressed_from
 from engram.storage.embedders import Embedder
 from engram.storage.metadata import MetadataStore, MetadataTx
 from engram.storage.vectors import VectorStore, vector_record
@@ -164,6 +167,9 @@ class MemoryService:
             known.setdefault(_scope_of(memory), memory.memory_id)
         first_in_batch: dict[Scope, int] = {}
         new: list[tuple[int, Memory]] = []
+        # Content that reads as an instruction to the agent (P5) is held for review: no admission,
+        # no vector, no capacity; the same content already held is that memory.
+        held = await quarantine_queries.held_scopes(tx, user_id)
         for index, (request, digest) in enumerate(zip(requests, digests, strict=True)):
             memory = self._structured_memory(request, digest, now)
             scope = _scope_of(memory)
@@ -171,6 +177,12 @@ class MemoryService:
                 results[index] = BatchItemResult(index=index, memory_id=known[scope])
             elif scope in first_in_batch:
                 repeats[index] = first_in_batch[scope]
+            elif scope in held:
+                results[index] = BatchItemResult(index=index, memory_id=held[scope])
+            elif (verdict := poisoning.assess(request.content, Source.STRUCTURED)).quarantine:
+                held[scope] = memory.memory_id
+                await self._hold(tx, memory, verdict.signals, op_source, now)
+                results[index] = BatchItemResult(index=index, memory_id=memory.memory_id)
             else:
                 first_in_batch[scope] = index
                 new.append((index, memory))
@@ -189,6 +201,14 @@ class MemoryService:
             await tx.bump_version(user_id)
         staged.results = [results[i] for i in range(len(requests))]
         return staged
+
+    async def _hold(
+        self, tx: MetadataTx, memory: Memory, signals: Sequence[str], op_source: OpSource, now: datetime
+    ) -> None:
+        memory.status = Status.QUARANTINED
+        reason = f"quarantined ({', '.join(signals)}) from {Source.STRUCTURED.value}"
+        await tx.insert_memory(memory)
+        await tx.add_change(memory, OpType.ADD, op_source, reason, now, content_after=memory.content)
 
     async def write_vectors(self, staged: Sequence[StagedMemories], vectors: Sequence[np.ndarray]) -> None:
         """After the commit: evicted vectors out, then the admitted memories' vectors in, for any
@@ -226,7 +246,7 @@ class MemoryService:
             source_msg_id=request.source_msg_id,
             custom_tags=request.custom_tags,
             entities=statements.entities(request.content),
-            source_type="structured",
+            source_type=Source.STRUCTURED.value,
         )
 
     async def update(self, request: UpdateRequest, *, op_source: OpSource = OpSource.USER) -> MemoryView:
@@ -250,36 +270,82 @@ class MemoryService:
                 memory.embedding_model = self.embedder.model_name
             else:
                 content_changes = False
-            if "is_important" in fields and request.is_important is not None:
-                memory.is_important = request.is_important
-            if "expire_at" in fields:
-                memory.expire_at = request.expire_at
-            if "custom_tags" in fields and request.custom_tags is not None:
-                memory.custom_tags = list(dict.fromkeys(request.custom_tags))
-            if memory.is_important and not before.is_important:
-                await check_important_mark(tx, self.settings, memory)
-            memory.weight = self._weight_after_update(memory, current, content_changes)
-            memory.weight_at = now
-            memory.updated_at = now
-            await tx.save_memory(memory)
-            await tx.add_change(
-                memory,
-                OpType.UPDATE,
-                op_source,
-                "update: " + ", ".join(sorted(f for f in fields if f not in {"user_id", "memory_id"})),
-                now,
-                content_before=before.content,
-                content_after=memory.content,
-            )
-            if memory.is_important != before.is_important:
-                own = capacity.important_dimension(capacity.dimension_for(memory.app_id))
-                sign = 1 if memory.is_important else -1
-                await tx.add_to_counters(
-                    memory.user_id, {own: sign, capacity.important_dimension("total"): sign}
+            verdict = poisoning.assess(memory.content, Source.STRUCTURED) if content_changes else None
+            held: MemoryView | None = None
+            if verdict is not None and verdict.quarantine:
+                # New content aimed at the agent is held like a new write of it would be (P5).
+                held = await self._hold_update(tx, request, before, memory, verdict.signals, op_source, now)
+            else:
+                if "is_important" in fields and request.is_important is not None:
+                    memory.is_important = request.is_important
+                if "expire_at" in fields:
+                    memory.expire_at = request.expire_at
+                if "custom_tags" in fields and request.custom_tags is not None:
+                    memory.custom_tags = list(dict.fromkeys(request.custom_tags))
+                if memory.is_important and not before.is_important:
+                    await check_important_mark(tx, self.settings, memory)
+                memory.weight = self._weight_after_update(memory, current, content_changes)
+                memory.weight_at = now
+                memory.updated_at = now
+                await tx.save_memory(memory)
+                await tx.add_change(
+                    memory,
+                    OpType.UPDATE,
+                    op_source,
+                    "update: " + ", ".join(sorted(f for f in fields if f not in {"user_id", "memory_id"})),
+                    now,
+                    content_before=before.content,
+                    content_after=memory.content,
                 )
-            await tx.bump_version(memory.user_id)
+                if memory.is_important != before.is_important:
+                    own = capacity.important_dimension(capacity.dimension_for(memory.app_id))
+                    sign = 1 if memory.is_important else -1
+                    await tx.add_to_counters(
+                        memory.user_id, {own: sign, capacity.important_dimension("total"): sign}
+                    )
+                await tx.bump_version(memory.user_id)
+        if held is not None:
+            await self.vectors.delete([memory.memory_id])
+            return held
         if content_changes and vector is not None:
             await self.vectors.upsert([vector_record(memory, vector)])
+        return memory_view(memory)
+
+    async def _hold_update(
+        self,
+        tx: MetadataTx,
+        request: UpdateRequest,
+        before: Memory,
+        memory: Memory,
+        signals: Sequence[str],
+        op_source: OpSource,
+        now: datetime,
+    ) -> MemoryView:
+        """Move an updated memory to QUARANTINED: out of capacity and the index until released."""
+        memory.status = Status.QUARANTINED
+        memory.updated_at = now
+        await tx.save_memory(memory)
+        fields = sorted(f for f in request.model_fields_set if f not in {"user_id", "memory_id"})
+        reason = (
+            f"update: {', '.join(fields)}; quarantined ({', '.join(signals)}) from {Source.STRUCTURED.value}"
+        )
+        await tx.add_change(
+            memory,
+            OpType.UPDATE,
+            op_source,
+            reason,
+            now,
+            content_before=before.content,
+            content_after=memory.content,
+        )
+        # Held memories are not counted (the release admits it again, counting it then).
+        deltas: dict[str, int] = {}
+        for dimension in capacity.dimensions_for(memory.app_id):
+            deltas[dimension] = -1
+            if before.is_important:
+                deltas[capacity.important_dimension(dimension)] = -1
+        await tx.add_to_counters(memory.user_id, deltas)
+        await tx.bump_version(memory.user_id)
         return memory_view(memory)
 
     async def _screened_update(self, request: UpdateRequest) -> str:
@@ -376,9 +442,11 @@ class MemoryService:
             if memory is None:
                 raise EngramError(ErrorCode.NOT_FOUND, f"no memory {request.memory_id}")
             changes = await tx.history(request.user_id, request.memory_id)
+            sources = await compressed_from(tx.conn, request.user_id, request.memory_id)
         return HistoryResponse(
             memory=memory_view(memory, self._decayed(memory, self.clock())),
             changes=[change_view(c) for c in changes],
+            compressed_from=sources,
         )
 
     async def change_log(self, request: ChangeLogRequest) -> ChangeLogPage:

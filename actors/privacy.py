@@ -21,14 +21,16 @@ from engram.actors.export_import import (
     Step,
     decode_vector,
     exported,
+    is_profile_line,
     needs_embedding,
     parse_line,
     plan_import,
+    profile_line,
     to_changes,
     to_memory,
 )
 from engram.actors.memory_service import MemoryService
-from engram.actors.sensitive import screened_line
+from engram.actors.sensitive import held_line, screened_line
 from engram.actors.views import memory_view
 from engram.models.api import UserImportRequest, UserListRequest, UserPurgeRequest, UserSwitchRequest
 from engram.models.domain import GLOBAL_APP, WriteTask
@@ -39,13 +41,15 @@ from engram.models.privacy import ImportResult, PurgeResult, SwitchState, UserLi
 from engram.models.rules import capacity
 from engram.storage import privacy_queries as q
 from engram.storage.metadata import MetadataTx
+from engram.storage.profiles import delete_profiles
 from engram.storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
 
 KIND_EXPORT = "export"
-EXPORTED_STATUSES = (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)
-LISTED_BY_DEFAULT = EXPORTED_STATUSES
+LISTED_BY_DEFAULT = (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)
+# Memories held for review (P5) are exported with their status; an import keeps them held.
+EXPORTED_STATUSES = (*LISTED_BY_DEFAULT, Status.QUARANTINED)
 INDEXED_STATUSES = (Status.ACTIVE, Status.SUPERSEDED)
 
 
@@ -176,6 +180,9 @@ class PrivacyService:
             ids = [r.memory_id for r in rows]
             await q.mark_purged(tx, user_id, ids, now, f"purge: {scope}")
             exports = await q.task_ids(tx, user_id, KIND_EXPORT)
+            # Every profile of the user may hold a purged fact: all go now, the next read or
+            # refresh rebuilds what remains (L7).
+            await delete_profiles(tx, user_id)
             shredded = False
             if full:
                 await q.forget_tasks(tx, user_id, now)
@@ -224,6 +231,9 @@ class PrivacyService:
                 if len(page) < page_size:
                     break
                 after = (page[-1].created_at, page[-1].memory_id)
+            # The user's profiles (L7) follow the memories, one line each, refreshed first.
+            for profile in await self.service.recaller.profiles.exported(user_id):
+                writer.write(profile_line(profile))
             writer.commit()
         except BaseException:
             writer.abort()
@@ -256,10 +266,13 @@ class PrivacyService:
     async def import_lines(self, request: UserImportRequest) -> ImportResult:
         """Store exported lines for this user: skip or overwrite on id conflict, re-embed across models."""
         user_id = request.user_id
-        parsed = [parse_line(text, i + 1) for i, text in enumerate(request.lines)]
+        # Profile lines are derived data: an import rebuilds the profile from the memories instead.
+        lines = [(i + 1, text) for i, text in enumerate(request.lines) if not is_profile_line(text)]
+        parsed = [parse_line(text, number) for number, text in lines]
         # Secrets and PII redacted before hashing and embedding (P5); a refused line is not stored.
         screened = [screened_line(item, self.service.settings.privacy.sensitive) for item in parsed]
-        items = [item for item in screened if item is not None]
+        # An imported line that reads as an instruction to the agent is held for review (P5).
+        items = [held_line(item) for item in screened if item is not None]
         embedder = self.service.embedder
         async with self.service.metadata.transaction(readonly=True) as tx:
             owners = await q.owners_of(tx, [item.memory_id for item in items])

@@ -17,12 +17,14 @@ import numpy as np
 
 from engram.actors import isolation
 from engram.actors.lexical import Bm25Index, fuse, language, tokenize
+from engram.actors.profile import Profiles
 from engram.actors.snapshot import SnapshotCache, UserSnapshot, VectorSource
 from engram.actors.views import recalled_memory
 from engram.models.api import RecallRequest, RecallResponse
 from engram.models.domain import Memory
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.metrics import METRICS, app_label
+from engram.models.provenance import source_of, trust_of, trust_score
 from engram.models.rules import ranking
 from engram.models.rules.decay import weight_now
 from engram.models.settings import RecallSettings, Settings
@@ -61,6 +63,7 @@ class Recaller:
             ttl_s=settings.recall.snapshot_ttl_s,
             quick=open_quick_reader(settings.storage.resolved_database_url()),
         )
+        self.profiles = Profiles(settings, metadata, clock)
 
     async def recall(self, request: RecallRequest) -> RecallOutcome:
         """Run the pipeline within the request's timeout; past it, fail with 50401 (R5)."""
@@ -70,6 +73,11 @@ class Recaller:
         try:
             async with asyncio.timeout(timeout_ms / 1000):
                 result = await self._recall(request)
+                if request.include_profile:
+                    # The profile of the recall's scope (global facts, plus its app's), read-only.
+                    profile = await self.profiles.current(request.user_id, request.scope.app_id)
+                    response = result.response.model_copy(update={"profile": profile})
+                    result = RecallOutcome(response, result.hit_ids)
             outcome = "hit" if result.response.hit else "miss"
             return result
         except TimeoutError as exc:
@@ -99,7 +107,9 @@ class Recaller:
         pool = np.argsort(-relevance, kind="stable")[: ranking.overfetch_limit(top_k, settings)]
         memories = [snapshot.memories[positions[int(p)]] for p in pool]
         inputs = [
-            ranking.RankInput(m.memory_id, float(relevance[int(p)]), self._current_weight(m, now))
+            ranking.RankInput(
+                m.memory_id, float(relevance[int(p)]), self._current_weight(m, now), memory_trust(m)
+            )
             for m, p in zip(memories, pool, strict=True)
         ]
         by_id = {m.memory_id: m for m in memories}
@@ -114,6 +124,11 @@ class Recaller:
     def _current_weight(self, memory: Memory, now: datetime) -> float:
         # R3: the weight used for ranking is decayed to now, whatever the sweep last wrote.
         return weight_now(memory, now, self.settings.decay)
+
+
+def memory_trust(memory: Memory) -> float:
+    """The trust score of a memory's source, for trust-weighted ranking (P5)."""
+    return trust_score(trust_of(source_of(memory.source_type, memory.ownership)))
 
 
 def hybrid_relevance(

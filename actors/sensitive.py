@@ -8,8 +8,11 @@ from dataclasses import replace
 from engram.actors import statements
 from engram.actors.extraction import Fact
 from engram.models.api import AddStructuredRequest, Decision
+from engram.models.enums import Status
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.privacy import ExportedMemory
+from engram.models.provenance import source_of
+from engram.models.rules import poisoning
 from engram.models.rules.sensitive import refusal_message, screen, scrub
 from engram.models.settings import SensitivePolicy
 
@@ -58,3 +61,13 @@ def screened_line(item: ExportedMemory, policy: SensitivePolicy) -> ExportedMemo
     if result.text != item.content:
         update |= {"content": result.text, "vector": None, "entities": statements.entities(result.text)}
     return item.model_copy(update=update)
+
+
+def held_line(item: ExportedMemory) -> ExportedMemory:
+    """An import line, held for review (QUARANTINED, P5) when it is ACTIVE and reads as an
+    instruction to the agent from its source."""
+    if item.status is not Status.ACTIVE:
+        return item
+    if not poisoning.assess(item.content, source_of(item.source_type, item.ownership)).quarantine:
+        return item
+    return item.model_copy(update={"status": Status.QUARANTINED, "vector": None})

@@ -8,12 +8,14 @@ Promotion moves a memory from SESSION to APP (when the session has an app) or GL
 that moves it to another capacity dimension it is admitted there like a new memory (capacity
 check, eviction, W8), and a refusal drops it instead. A "to be continued" session keeps one
 continuity memory at SESSION level that expires after ``lifecycle.continuity_ttl_hours``; the
-sweep archives it once expired. Runs on the user's mailbox (the caller submits it there).
+sweep archives it once expired. Runs on the user's mailbox (the caller submits it there). A close
+that promoted memories then compresses (L5) the dimensions they moved to, when given ``compress``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
@@ -31,6 +33,8 @@ from engram.models.rules.records import new_memory
 from engram.storage.admission import admit, make_room
 from engram.storage.metadata import MetadataTx
 from engram.storage.vectors import VectorRecord, vector_record
+
+log = logging.getLogger(__name__)
 
 CONTINUITY_TAG = "continuity"
 
@@ -59,15 +63,24 @@ def continuity_content(session_id: str, memories: Sequence[Memory]) -> str:
     return text[:MAX_CONTENT_CHARS]
 
 
+Compress = Callable[[str, Collection[str]], Awaitable[object]]
+"""Compresses a user's similar low-weight memories in these apps' dimensions (L5; the lifecycle's)."""
+
+
 class SessionCloser:
     """Closes sessions over a MemoryService's stores.
 
     ``valuer`` defaults to the service's engine (``EngineValuer``) within the evolution LLM timeout.
+    ``compress`` (the lifecycle's compression, wired by the serve layer) runs after a close that
+    promoted memories, over the dimensions they moved to (``lifecycle.compression.at_session_close``).
     """
 
-    def __init__(self, service: MemoryService, valuer: Valuer | None = None) -> None:
+    def __init__(
+        self, service: MemoryService, valuer: Valuer | None = None, compress: Compress | None = None
+    ) -> None:
         self.service = service
         self.valuer: Valuer = valuer or EngineValuer(service.ingestor.engine, service.settings.evolution)
+        self.compress = compress
 
     async def close(self, request: SessionCloseRequest) -> SessionCloseResult:
         """Promote, drop and (when continued) leave a continuity memory; vectors follow the commit."""
@@ -108,12 +121,22 @@ class SessionCloser:
             if session or continuity is not None:
                 await tx.bump_version(request.user_id)
         await self._follow_vectors(promoted, [m.memory_id for m in dropped] + evicted, continuity)
+        await self._compress(request.user_id, promoted)
         return SessionCloseResult(
             promoted=[m.memory_id for m in promoted],
             dropped=[m.memory_id for m in dropped],
             capacity_refused=refused,
             continuity_memory_id=continuity.memory_id if continuity else None,
         )
+
+    async def _compress(self, user_id: str, promoted: Sequence[Memory]) -> None:
+        config = self.service.settings.lifecycle.compression
+        if self.compress is None or not promoted or not (config.enabled and config.at_session_close):
+            return
+        try:
+            await self.compress(user_id, {m.app_id for m in promoted})
+        except Exception as exc:  # the close itself committed; the next sweep compresses instead
+            log.warning("compression after a session close failed: %s", type(exc).__name__)
 
     async def _promote(
         self, tx: MetadataTx, memory: Memory, request: SessionCloseRequest, evicted: list[str]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engram.models.api import RecallRequest, RecallScope
+from engram.models.api import ProfileRequest, RecallRequest, RecallScope
 from engram.models.domain import GLOBAL_APP
 from engram.models.errors import EngramError, ErrorCode
 
@@ -41,3 +41,13 @@ def gate_recall(switches: Switches, request: RecallRequest) -> RecallRequest:
     # The app's (and its sessions') memories are out; the user's global memories stay visible.
     narrowed = RecallScope(include_global=True, cross_app=request.scope.cross_app)
     return request.model_copy(update={"scope": narrowed})
+
+
+def gate_profile(switches: Switches, request: ProfileRequest) -> ProfileRequest:
+    """The profile the switches allow, as for recall: 40301 when memory is off, an app switched off
+    narrows it to the user's global facts."""
+    if not is_on(switches):
+        raise EngramError(ErrorCode.MEMORY_SWITCHED_OFF, "memory is switched off for this user")
+    if request.app_id is None or is_on(switches, request.app_id):
+        return request
+    return request.model_copy(update={"app_id": None})

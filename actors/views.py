@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engram.models.api import ChangeView, MemoryView, RecalledMemory
 from engram.models.domain import ChangeLogEntry, Memory
+from engram.models.provenance import source_of, trust_of
 
 SHREDDED = ""
 """What callers see in place of content whose data key was destroyed."""
@@ -35,6 +36,8 @@ def memory_view(memory: Memory, weight: float | None = None) -> MemoryView:
         custom_tags=list(memory.custom_tags),
         entities=list(memory.entities),
         embedding_model=memory.embedding_model,
+        source_type=(source := source_of(memory.source_type, memory.ownership)),
+        trust=trust_of(source),
     )
 
 
@@ -57,6 +60,8 @@ def recalled_memory(memory: Memory, *, relevance: float, weight: float, score: f
         source_msg_id=memory.source_msg_id,
         custom_tags=list(memory.custom_tags),
         entities=list(memory.entities),
+        source_type=(source := source_of(memory.source_type, memory.ownership)),
+        trust=trust_of(source),
     )
 
 

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -54,6 +54,7 @@ KIND_ADD = "add"
 KIND_ADD_STRUCTURED = "add_structured"
 KIND_ADD_STRUCTURED_BATCH = "batch_add_structured"
 RESUMED_IDS_KEPT = 10_000
+T = TypeVar("T")
 
 
 class WritePath:
@@ -84,6 +85,8 @@ class WritePath:
         # Tasks queued or running on the mailboxes (engram_tasks_pending).
         self.pending_tasks = 0
         self._shard_tags = {"shard": str(shard)}
+        # Told the user id after each write of theirs committed (the profile refresher, L7).
+        self.on_change: Callable[[str], None] | None = None
 
     # --- accepting ----------------------------------------------------------------------------
 
@@ -96,7 +99,7 @@ class WritePath:
     async def accept_structured(self, request: AddStructuredRequest) -> MemoryCreated | TaskAccepted:
         """``sync``: store it on the mailbox and return the memory id; else accept it as a task (W6)."""
         if request.sync:
-            return await self.host.submit(request.user_id, lambda: self.service.add_structured(request))
+            return await self.submit_write(request.user_id, lambda: self.service.add_structured(request))
         task_id = await self._record(request.user_id, KIND_ADD_STRUCTURED, request.model_dump(mode="json"))
         self.schedule(request.user_id, task_id, KIND_ADD_STRUCTURED)
         return TaskAccepted(task_id=task_id)
@@ -107,7 +110,7 @@ class WritePath:
         """``sync``: store the items on the mailbox and answer each one's outcome; else one task."""
         if request.sync:
             items = request.item_requests()
-            results = await self.host.submit(
+            results = await self.submit_write(
                 request.user_id, lambda: self.service.add_structured_batch(items)
             )
             return BatchAddResult(items=results)
@@ -133,6 +136,7 @@ class WritePath:
                 await work(task_id)
             finally:
                 self._count_pending(-1)
+                self.changed(user_id)
 
         self._count_pending(+1)
         try:
@@ -141,6 +145,18 @@ class WritePath:
             self._count_pending(-1)
             # The task is committed, so it is not lost: the next start's resume() picks it up.
             log.info("write task %s recorded while shutting down; it resumes on the next start", task_id)
+
+    async def submit_write(self, user_id: str, work: Callable[[], Awaitable[T]]) -> T:
+        """Run a write on the user's mailbox and answer its result; ``on_change`` hears of it."""
+        try:
+            return await self.host.submit(user_id, work)
+        finally:
+            self.changed(user_id)
+
+    def changed(self, user_id: str) -> None:
+        """Tell ``on_change`` that a write of ``user_id`` ended (a failed one too: it is cheap)."""
+        if self.on_change is not None:
+            self.on_change(user_id)
 
     def _count_pending(self, delta: int) -> None:
         self.pending_tasks += delta
@@ -255,15 +271,15 @@ class WritePath:
 
     async def update(self, request: UpdateRequest) -> MemoryView:
         """``update`` (M1), serialized with the user's other writes."""
-        return await self.host.submit(request.user_id, lambda: self.service.update(request))
+        return await self.submit_write(request.user_id, lambda: self.service.update(request))
 
     async def delete(self, request: DeleteRequest) -> DeleteResult:
         """``delete`` (M2), serialized with the user's other writes."""
-        return await self.host.submit(request.user_id, lambda: self.service.delete(request))
+        return await self.submit_write(request.user_id, lambda: self.service.delete(request))
 
     async def batch_delete(self, request: BatchDeleteRequest) -> DeleteResult:
         """``batch_delete`` (M2), serialized with the user's other writes."""
-        return await self.host.submit(request.user_id, lambda: self.service.batch_delete(request))
+        return await self.submit_write(request.user_id, lambda: self.service.batch_delete(request))
 
     def record_recall_hits(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
         """Queue recall-hit bookkeeping (R4) on the user's mailbox; never blocks the recall."""

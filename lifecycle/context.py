@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,16 +14,24 @@ from engram.storage.embedders import Embedder
 from engram.storage.metadata import MetadataStore
 from engram.storage.vectors import VectorStore
 
+Summarize = Callable[[Sequence[Memory]], Awaitable[str | None]]
+"""Writes the summary of a compression group (an LLM engine); None leaves it to the rules' merge."""
+
 
 @dataclass
 class LifecycleStores:
-    """Everything a sweep touches; the same objects the shard's MemoryService uses."""
+    """Everything a sweep touches; the same objects the shard's MemoryService uses.
+
+    ``summarize`` is the engine's summary of a compression group (L5), set by whoever holds the
+    engine (the serve layer); without it compression writes the deterministic merge.
+    """
 
     settings: Settings
     metadata: MetadataStore
     vectors: VectorStore
     embedder: Embedder
     archive: ColdArchive
+    summarize: Summarize | None = None
 
 
 async def vectors_for(stores: LifecycleStores, memories: Sequence[Memory]) -> dict[str, np.ndarray]:

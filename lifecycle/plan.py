@@ -93,10 +93,17 @@ class SweepCounts:
     purged_archived: int = 0
     purged_deleted: int = 0
     sanitized_changes: int = 0
+    # Compression (L5): summaries written, and the memories archived into them.
+    compression_summaries: int = 0
+    compressed_memories: int = 0
     vectors_restored: int = 0
     orphan_vectors_removed: int = 0
     counters_fixed: int = 0
     archive_objects_fixed: int = 0
+    # Sealed vector copies (what recall snapshots load) added from the index or dropped as orphans.
+    vector_copies_fixed: int = 0
+    # User profiles (L7) rebuilt after the sweep (they never decay: they are rebuilt instead).
+    profiles_refreshed: int = 0
     failed_users: int = 0
     failures: list[str] = field(default_factory=list)
 
@@ -124,10 +131,14 @@ _COUNT_FIELDS = (
     "purged_archived",
     "purged_deleted",
     "sanitized_changes",
+    "compression_summaries",
+    "compressed_memories",
     "vectors_restored",
     "orphan_vectors_removed",
     "counters_fixed",
     "archive_objects_fixed",
+    "vector_copies_fixed",
+    "profiles_refreshed",
     "failed_users",
 )
 

@@ -1,8 +1,10 @@
-"""Reconcile (L3): metadata is the truth; the vector index, the archive and the counters follow it.
+"""Reconcile (L3): metadata is the truth; the vector index, its sealed copies, the archive and the
+counters follow it.
 
-For one user: active and superseded memories must have a vector, nothing else may; archived
-memories must have an archive object, nothing else may; counters must equal the counts of the
-active rows. Drift is repaired (unless ``dry_run``) and counted; the log line holds counts only.
+For one user: active and superseded memories must have a vector, nothing else may; the same holds
+for the sealed copies recall snapshots load (a copy is taken from the index); archived memories
+must have an archive object, nothing else may; counters must equal the counts of the active rows.
+Drift is repaired (unless ``dry_run``) and counted; the log line holds counts only.
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ from engram.lifecycle.queries import statuses
 from engram.models.enums import Status
 from engram.models.metrics import METRICS
 from engram.models.rules import capacity
+from engram.storage import vector_copies
 from engram.storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
 
 INDEXED = (Status.ACTIVE, Status.SUPERSEDED)
 # The SweepCounts fields a repair moves (engram_reconcile_repairs_total's kind label).
-REPAIRS = ("vectors_restored", "orphan_vectors_removed", "counters_fixed", "archive_objects_fixed")
+REPAIRS = (
+    "vectors_restored",
+    "orphan_vectors_removed",
+    "counters_fixed",
+    "archive_objects_fixed",
+    "vector_copies_fixed",
+)
 
 
 def expected_counters(active: Mapping[tuple[str, bool], int]) -> dict[str, int]:
@@ -52,6 +61,7 @@ async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool
     async with stores.metadata.transaction(readonly=True) as tx:
         state = await statuses(tx.conn, user_id)
         drift = counter_drift(expected_counters(await tx.count_active(user_id)), await tx.counters(user_id))
+        copies = await vector_copies.ids_for_user(tx, user_id)
     indexed = {mid for mid, s in state.items() if s in INDEXED}
     archived = {mid for mid, s in state.items() if s is Status.ARCHIVED}
     stored = set(await stores.vectors.memory_ids(user_id))
@@ -60,11 +70,16 @@ async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool
     orphan_vectors = sorted(stored - indexed)
     missing_objects = sorted(archived - objects)
     orphan_objects = sorted(objects - archived)
+    # A copy is missing after a crash between the index write and the copy's (a slower snapshot
+    # load, never a wrong one); vectors restored below get their copy with them.
+    missing_copies = sorted((indexed & stored) - copies)
+    orphan_copies = sorted(copies - indexed)
     counts = SweepCounts(
         vectors_restored=len(missing_vectors),
         orphan_vectors_removed=len(orphan_vectors),
         counters_fixed=len(drift),
         archive_objects_fixed=len(missing_objects) + len(orphan_objects),
+        vector_copies_fixed=len(missing_copies) + len(orphan_copies),
     )
     if dry_run or not counts.changes():
         return counts
@@ -79,6 +94,8 @@ async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool
         await stores.vectors.delete(orphan_vectors)
     if orphan_objects:
         await stores.archive.delete(user_id, orphan_objects)
+    if orphan_copies or missing_copies:
+        await _repair_copies(stores, user_id, missing_copies, orphan_copies)
     if missing_vectors or missing_objects:
         async with stores.metadata.transaction(readonly=True) as tx:
             found = await tx.get_memories(user_id, missing_vectors + missing_objects)
@@ -97,3 +114,15 @@ async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool
     METRICS.counts(METRICS.reconcile_repairs, "kind", {k: getattr(counts, k) for k in REPAIRS})
     log.info("reconcile of user %s repaired %s", user_id, counts.as_dict())
     return counts
+
+
+async def _repair_copies(
+    stores: LifecycleStores, user_id: str, missing: list[str], orphans: list[str]
+) -> None:
+    index = getattr(stores.vectors, "index", stores.vectors)  # the index behind the copying store
+    from_index = await index.get_vectors(missing) if missing else {}
+    async with stores.metadata.transaction() as tx:
+        await vector_copies.remove(tx, orphans)
+        found = await tx.get_memories(user_id, list(from_index))
+        records = [vector_record(m, from_index[m.memory_id]) for m in found.values()]
+        await vector_copies.put(tx, records)

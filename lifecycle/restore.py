@@ -37,6 +37,8 @@ async def restore_memory(
         cipher = await tx.cipher(user_id)
         memory.status = Status.ACTIVE
         memory.archived_at = None
+        # A compressed original (L5) leaves its summary's ``compressed_from``; the summary stays.
+        memory.superseded_by = None
         if memory.expire_at is not None and memory.expire_at <= now:
             memory.expire_at = None  # restoring an expired memory means the caller wants it kept
         memory.weight = type_initial_weight(memory, stores.settings.weights)

@@ -1,4 +1,4 @@
-"""The daily sweeps of one user (L1-L4): decay, archive faded and expired memories, purge.
+"""The daily sweeps of one user (L1-L5): decay, archive faded and expired memories, purge, compress.
 
 ``Sweeper.sweep_user`` is the unit of work and must run on that user's mailbox (the caller passes
 the mailbox's ``submit``), so it never overlaps the user's other writes. Crash safety follows
@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Protocol, Self, TypeVar
 
 from engram.lifecycle.archive import ArchivedItem
+from engram.lifecycle.compression import Compressor
 from engram.lifecycle.context import LifecycleStores, vectors_for
 from engram.lifecycle.plan import Action, SweepCounts, Verdict, count, decide
 from engram.lifecycle.queries import archive_active, delete_rows, sanitize_changes, store_weights, sweep_rows
@@ -57,8 +58,13 @@ SWEEP_ACTIONS = (
 class Sweeper:
     """Runs the sweeps of one user at a time; ``reconcile`` runs after them when configured."""
 
-    def __init__(self, stores: LifecycleStores) -> None:
+    def __init__(
+        self, stores: LifecycleStores, after_user: Callable[[str], Awaitable[int]] | None = None
+    ) -> None:
+        """``after_user``: more work of one user after the sweeps, on the same mailbox turn (the
+        profile refresh, L7, which lives above this layer); it returns how many profiles it stored."""
         self.stores = stores
+        self.after_user = after_user
 
     async def sweep_user(self, user_id: str, now: datetime, *, dry_run: bool = False) -> SweepCounts:
         """Decay, archive, expire and purge one user's memories as of ``now``; returns the counts."""
@@ -83,8 +89,13 @@ class Sweeper:
         if not dry_run and any(v.action is not Action.KEEP for v in verdicts.values()):
             counts.sanitized_changes = await self._apply(user_id, verdicts, now)
             METRICS.counts(METRICS.sweep_actions, "action", {a: getattr(counts, a) for a in SWEEP_ACTIONS})
+        if stores.settings.lifecycle.compression.enabled:
+            # After decay and archival: what faded is gone, the weights compared are current (L5).
+            counts.add(await Compressor(stores).compress_user(user_id, now, dry_run=dry_run))
         if stores.settings.lifecycle.reconcile:
             counts.add(await reconcile_user(stores, user_id, dry_run=dry_run))
+        if self.after_user is not None and not dry_run:
+            counts.profiles_refreshed += await self.after_user(user_id)
         return counts
 
     async def _apply(self, user_id: str, verdicts: dict[str, Verdict], now: datetime) -> int:

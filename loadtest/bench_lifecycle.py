@@ -107,14 +107,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--data-dir", help="where the stores go (default: a temporary directory); reused once seeded"
     )
+    # The distributed profile (cluster/distributed.yaml): PostgreSQL, a Milvus server, N shards.
+    parser.add_argument("--database-url", default="", help="metadata database (default: SQLite)")
+    parser.add_argument("--milvus-uri", default="", help="a Milvus server (default: milvus-lite)")
+    parser.add_argument("--shards", type=int, default=1, help="shard actors (above 1 needs --milvus-uri)")
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="engram-sweep-bench-"))
     settings = Settings(
-        storage={"data_dir": data_dir},
-        serve={"app_name": "engram-sweep-bench"},
+        storage={"data_dir": data_dir, "database_url": args.database_url, "milvus_uri": args.milvus_uri},
+        serve={"app_name": "engram-sweep-bench", "shard_count": args.shards},
         lifecycle={"job_partitions": args.partitions, "scheduler_enabled": False},
     )
     marker = data_dir / "seeded.json"
@@ -135,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         seeded_s = time.perf_counter() - started
         marker.write_text(json.dumps({"now": now.isoformat(), "kinds": kinds, "seed_s": seeded_s}))
     total = args.users * args.memories
-    ray.init(namespace="serve", include_dashboard=False, log_to_driver=False)
+    # Its own Ray, never a cluster that happens to run here (whose apps it would disturb).
+    ray.init(address="local", namespace="serve", include_dashboard=False, log_to_driver=False)
     try:
         ensure_shards(settings)  # stores opened before the clock starts: the job's own time is measured
         first = run_job(settings, now=now + timedelta(days=1), prepare=ensure_shards)
@@ -149,11 +154,15 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "memories": total,
                 "users": args.users,
+                "shards": args.shards,
+                "metadata": settings.storage.database_url.split(":", 1)[0] or "sqlite",
+                "vectors": "milvus server" if args.milvus_uri else "milvus-lite",
                 "partitions": len(first.partitions),
                 "seeded": dict(kinds),
                 "seed_s": round(seeded_s, 1),
                 "first_run_s": round(first.seconds, 2),
                 "first_run_memories_per_s": round(total / first.seconds),
+                "first_run_memories_per_min": round(60 * total / first.seconds),
                 "first_run": first.totals,
                 "partition_s": [round(p.seconds, 2) for p in first.partitions],
                 "second_run_s": round(second.seconds, 2),

@@ -148,10 +148,17 @@ def _start_app(users: int, memories: int, seed_cache: Path | None) -> tuple[str,
     data_dir = seeded_copy(users, memories, seed_cache)
     settings = Settings(
         storage={"data_dir": data_dir},
-        serve={"port": _free_port(), "app_name": "engram-loadtest", "recall_replicas": 1},
+        # One fixed Recall replica, as the R7 figures were measured (docs/benchmarks.md).
+        serve={
+            "port": _free_port(),
+            "app_name": "engram-loadtest",
+            "recall_replicas": 1,
+            "recall_autoscaling": None,
+        },
         recall={"snapshot_cache_users": max(users, 1000)},
     )
-    ray.init(include_dashboard=False, namespace="serve", log_to_driver=False)
+    # A Ray of its own: "auto" would join a cluster running here, and _stop_app would stop its Serve.
+    ray.init(address="local", include_dashboard=False, namespace="serve", log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
     deploy(settings)
     url = f"http://127.0.0.1:{settings.serve.port}"

@@ -12,6 +12,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstrai
 
 from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Role, Status, TaskStatus
 from engram.models.ids import Identifier, MemoryId
+from engram.models.profile import UserProfile
+from engram.models.provenance import Source, Trust
 
 MAX_MESSAGES = 200
 MAX_CONTENT_CHARS = 16_000
@@ -229,6 +231,14 @@ class RecallRequest(_Request):
     include_archived: bool = False
     as_of: AwareDatetime | None = None
     timeout_ms: int | None = Field(None, ge=1, le=60_000)
+    # The user's profile (L7) of the recall's scope, in the response's ``profile`` field.
+    include_profile: bool = False
+
+    @model_validator(mode="after")
+    def _profile_needs_global(self) -> RecallRequest:
+        if self.include_profile and not self.scope.include_global:
+            raise ValueError("include_profile needs scope.include_global: a profile holds global facts")
+        return self
 
 
 class RecalledMemory(BaseModel):
@@ -250,6 +260,9 @@ class RecalledMemory(BaseModel):
     source_msg_id: str | None
     custom_tags: list[str]
     entities: list[str] = Field(default_factory=list)
+    # Provenance (P5): how the memory came in and how far it is trusted.
+    source_type: Source = Source.USER_MESSAGE
+    trust: Trust = Trust.HIGH
 
 
 class RecallResponse(BaseModel):
@@ -257,6 +270,8 @@ class RecallResponse(BaseModel):
 
     hit: bool
     memories: list[RecalledMemory]
+    # Only when the request set include_profile: the field is left out of the answer otherwise.
+    profile: UserProfile | None = Field(None, exclude_if=lambda value: value is None)
 
 
 # --- management -------------------------------------------------------------------------------
@@ -350,6 +365,9 @@ class MemoryView(BaseModel):
     custom_tags: list[str]
     entities: list[str] = Field(default_factory=list)
     embedding_model: str
+    # Provenance (P5): how the memory came in and how far it is trusted.
+    source_type: Source = Source.USER_MESSAGE
+    trust: Trust = Trust.HIGH
 
 
 class HistoryResponse(BaseModel):
@@ -357,6 +375,8 @@ class HistoryResponse(BaseModel):
 
     memory: MemoryView
     changes: list[ChangeView]
+    # For a compression summary (L5): the archived memories it was compressed from, oldest first.
+    compressed_from: list[str] = Field(default_factory=list)
 
 
 class ChangeLogRequest(_Request):
@@ -422,6 +442,13 @@ class UserImportRequest(_Request):
     user_id: Identifier
     lines: list[str] = Field(min_length=1, max_length=10_000)
     on_conflict: Literal["skip", "overwrite"] = "skip"
+
+
+class ProfileRequest(_Request):
+    """``profile`` (C11, L7): the user's derived profile, global facts plus one app's when named."""
+
+    user_id: Identifier
+    app_id: Identifier | None = None
 
 
 class SessionCloseRequest(_Request):

@@ -35,6 +35,9 @@ class Status(StrEnum):
     SUPERSEDED = "SUPERSEDED"
     ARCHIVED = "ARCHIVED"
     DELETED = "DELETED"
+    # Held for review (P5, C12): never recalled, evolved against or counted; an admin releases it
+    # (it becomes ACTIVE through normal admission) or deletes it.
+    QUARANTINED = "QUARANTINED"
 
 
 class OpType(StrEnum):
@@ -48,6 +51,8 @@ class OpType(StrEnum):
     ARCHIVE = "ARCHIVE"
     RESTORE = "RESTORE"
     PURGE = "PURGE"
+    # Many similar memories summarised into one (L5): logged on the summary and on each original.
+    COMPRESS = "COMPRESS"
     # Evolution saw a fact it already holds: logged against that memory, nothing changes (W4).
     NONE = "NONE"
 
@@ -75,6 +80,8 @@ class Role(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
     SYSTEM = "system"
+    # Output of a tool the agent called (a web page, an API answer): never a USER memory (C2+, P5).
+    TOOL = "tool"
 
 
 class SensitiveCategory(StrEnum):

@@ -95,7 +95,7 @@ TASKS_PENDING = _spec(
 EVOLUTION_DECISIONS = _spec(
     "engram_evolution_decisions_total",
     "counter",
-    "Committed decisions of add tasks, by op (ADD, UPDATE, MERGE, SUPERSEDE, NONE; SKIPPED).",
+    "Committed decisions of add tasks, by op (ADD, UPDATE, MERGE, SUPERSEDE, NONE; SKIPPED, QUARANTINE).",
     "op",
 )
 ENGINE_REQUESTS = _spec(
@@ -150,7 +150,7 @@ SWEEP_ACTIONS = _spec(
     "engram_sweep_actions_total",
     "counter",
     "Memories changed by the lifecycle sweep, by action (decayed, archived_faded, archived_expired, "
-    "purged_archived, purged_deleted, sanitized_changes).",
+    "purged_archived, purged_deleted, sanitized_changes, compression_summaries, compressed_memories).",
     "action",
 )
 SWEEP_DURATION = _spec(
@@ -164,7 +164,7 @@ RECONCILE_REPAIRS = _spec(
     "engram_reconcile_repairs_total",
     "counter",
     "Drift repaired by reconcile, by kind (vectors_restored, orphan_vectors_removed, counters_fixed, "
-    "archive_objects_fixed).",
+    "archive_objects_fixed, vector_copies_fixed).",
     "kind",
 )
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engram.models.api import MemoryView
 from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status
 from engram.models.ids import Identifier, MemoryId
+from engram.models.provenance import Trust
 
 
 class UserListPage(BaseModel):
@@ -114,6 +115,8 @@ class ExportedMemory(BaseModel):
     superseded_by: MemoryId | None
     confidence: float
     source_type: str = Field(max_length=32)
+    # Derived from source_type (models.provenance), for readers of the file; an import ignores it.
+    trust: Trust | None = None
     # float32 little-endian, base64; None when the vector store held none (it is then re-embedded).
     vector: str | None
     changes: list[ExportedChange] = Field(default_factory=list, max_length=10_000)

@@ -94,6 +94,10 @@ class RecallSettings(BaseModel):
     # own cosine range for "related" text, and relevance must be comparable with min_relevance.
     cosine_floor: float = Field(0.0, ge=-1, lt=1)
     cosine_ceiling: float = Field(0.6, gt=-1, le=1)
+    # Trust weighting (P5): a score is multiplied by 1 - trust_weight x (1 - trust), trust being 1.0
+    # for memories the user said or an app wrote (HIGH), 0.6 for assistant messages and imports
+    # (MEDIUM), 0.3 for tool output (LOW); models.provenance. 0 (the default) ranks as before.
+    trust_weight: float = Field(0.0, ge=0, le=1)
 
     @model_validator(mode="after")
     def _check_ranges(self) -> RecallSettings:
@@ -196,6 +200,38 @@ class EngineSettings(BaseModel):
         return self
 
 
+class AutoscalingSettings(BaseModel):
+    """A Serve deployment's ``autoscaling_config``: replicas between min and max, by ongoing requests.
+
+    Serve adds replicas when the mean ongoing requests per replica over ``look_back_period_s``
+    stays above ``target_ongoing_requests`` for ``upscale_delay_s`` (and removes them likewise).
+    The defaults are the Recall deployment's, measured (docs/benchmarks.md, "Recall autoscaling"):
+    a replica's throughput is flat past ~2 recalls in flight while its latency grows; at 4 its p99
+    stayed near 300 ms, at 8 past the 500 ms recall timeout. Out fast, in slowly: a new replica
+    loads its embedder and warms its snapshots before it helps.
+    """
+
+    min_replicas: int = Field(1, ge=1)
+    max_replicas: int = Field(4, ge=1)
+    target_ongoing_requests: float = Field(4.0, gt=0)
+    upscale_delay_s: float = Field(10.0, ge=0)
+    downscale_delay_s: float = Field(300.0, ge=0)
+    # Serve averages over this window; it must exceed Serve's 10 s metrics interval.
+    look_back_period_s: float = Field(30.0, gt=10)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AutoscalingSettings:
+        if self.max_replicas < self.min_replicas:
+            raise ValueError(
+                f"max_replicas ({self.max_replicas}) is below min_replicas ({self.min_replicas})"
+            )
+        return self
+
+    def serve_config(self) -> dict[str, Any]:
+        """The ``autoscaling_config`` Serve takes (the same keys as in cluster/serve_config.yaml)."""
+        return self.model_dump()
+
+
 class ServeSettings(BaseModel):
     """The Ray Serve application: where it listens and how it is split (DESIGN decisions 1, 4, 5)."""
 
@@ -204,12 +240,32 @@ class ServeSettings(BaseModel):
     app_name: str = "engram"
     # With the embedded milvus-lite only one process may own the vector file: keep 1 shard there.
     shard_count: int = Field(1, ge=1)
+    # SPREAD places the shard actors over the cluster's nodes (a node's loss takes only some
+    # users' writers down, and Ray restarts them on the nodes left); DEFAULT packs them where
+    # Ray finds room first. Extra Ray resources each shard asks for pin shards to a node group.
+    shard_scheduling: Literal["SPREAD", "DEFAULT"] = "SPREAD"
+    shard_resources: dict[str, float] = Field(default_factory=dict)
+    # A fixed replica count, used only when recall_autoscaling is null.
     recall_replicas: int = Field(1, ge=1)
+    # Recall scales by ongoing requests per replica (AutoscalingSettings' defaults are its measured
+    # numbers; here and below, fields a settings file leaves out take those defaults).
+    recall_autoscaling: AutoscalingSettings | None = Field(default_factory=AutoscalingSettings)
     # CPUs each replica reserves in Ray's scheduler. Replicas are asyncio services sharing the
     # node's cores; Serve's default of 1 each would leave the 3 deployments unschedulable on 2 cores.
     replica_cpus: float = Field(0.25, gt=0)
     # Engines run in an extraction deployment shared by all shards; 0 runs one inside each shard.
     extraction_replicas: int = Field(1, ge=0)
+    # With extraction_replicas above 0: the extraction deployment scales on this instead of that
+    # fixed count (null: fixed). Scale out when a replica holds more than two full batches; Serve's
+    # delays (an engine replica is slower to start than a recall one).
+    extraction_autoscaling: AutoscalingSettings | None = Field(
+        default_factory=lambda: AutoscalingSettings(
+            target_ongoing_requests=32, upscale_delay_s=30, downscale_delay_s=600
+        )
+    )
+    # Null (one replica): rate limits are per ingress replica, so an ingress that scaled would
+    # loosen every user's limit as it grew; set it where the ingress's CPU is the bottleneck.
+    ingress_autoscaling: AutoscalingSettings | None = None
     max_ongoing_requests: int = Field(200, ge=1)
     mailbox_idle_s: float = Field(300.0, gt=0)
     # Serve registers an app's deployments in no fixed order: a shard or ingress looks a deployment
@@ -235,6 +291,27 @@ class ArchiveSettings(BaseModel):
     s3_region: str = ""
 
 
+class CompressionSettings(BaseModel):
+    """Compression (L5): many similar, low-weight memories of one dimension become one summary."""
+
+    enabled: bool = True
+    # Also after a session close that promoted memories, in the dimensions they moved to (L6).
+    at_session_close: bool = True
+    # A group needs at least this many memories, and takes at most max_group (the most similar).
+    min_group: int = Field(8, ge=2)
+    max_group: int = Field(50, ge=2)
+    # Cosine similarity of every member to the group's most central memory.
+    similarity: float = Field(0.90, gt=0, le=1)
+    # Only memories whose decayed weight is at most this: recent or recalled memories stay as they are.
+    max_weight: float = Field(0.50, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CompressionSettings:
+        if self.max_group < self.min_group:
+            raise ValueError(f"max_group ({self.max_group}) is below min_group ({self.min_group})")
+        return self
+
+
 class LifecycleSettings(BaseModel):
     """Retention periods, thresholds and schedule of the sweeps (L1-L4, L6)."""
 
@@ -258,6 +335,7 @@ class LifecycleSettings(BaseModel):
     user_concurrency: int = Field(4, ge=1)
     reconcile: bool = True
     archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
+    compression: CompressionSettings = Field(default_factory=CompressionSettings)
 
 
 class LimitSettings(BaseModel):
@@ -415,6 +493,15 @@ class MetricsSettings(BaseModel):
     app_id_labels: bool = False
 
 
+class ProfileSettings(BaseModel):
+    """The derived user profile (L7): how many facts per section, and when it is rebuilt."""
+
+    max_facts_per_kind: int = Field(5, ge=1, le=50)
+    # Rebuild after writes (coalesced on the user's mailbox); off, only the sweep and a read of a
+    # stale profile rebuild it.
+    refresh_after_writes: bool = True
+
+
 class Settings(BaseSettings):
     """Every tunable of Engram, with the SPEC's defaults."""
 
@@ -439,6 +526,7 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    profile: ProfileSettings = Field(default_factory=ProfileSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -31,7 +31,7 @@ from engram.actors.recall import Recaller
 from engram.models.api import RecallRequest, RecallResponse
 from engram.models.domain import utcnow
 from engram.models.errors import EngramError, ErrorCode
-from engram.models.rules.sharding import shard_name, shard_of
+from engram.models.rules.sharding import shard_of
 from engram.models.settings import Settings, load_settings
 from engram.serve.auth import Authenticator, startup_notice
 from engram.serve.backend import EngramBackend
@@ -44,8 +44,9 @@ from engram.serve.operations import Operation, Operations, forward_operations
 from engram.serve.privacy_backend import ForwardPrivacyHelpers
 from engram.serve.rate_limit import RateLimitedBackend, RateLimiter
 from engram.serve.ray_backend import RayBackend
+from engram.serve.scaling import replica_options
 from engram.serve.settings_update import apply_overrides
-from engram.serve.shard import ShardActor
+from engram.serve.shard import ShardActor, shard_options
 from engram.serve.sweep_scheduler import start_scheduler
 from engram.storage.database import create_engine
 from engram.storage.embedders import build_embedder
@@ -78,9 +79,7 @@ class _RecallRoute:
 def shard_actors(settings: Settings) -> list[ActorHandle[Any]]:
     """The app's shard actors, created on first use (detached: they outlive an ingress restart)."""
     return [
-        ShardActor.options(  # type: ignore[attr-defined]
-            name=shard_name(settings.serve.app_name, i), get_if_exists=True, lifetime="detached"
-        ).remote(settings, i)
+        ShardActor.options(**shard_options(settings, i)).remote(settings, i)  # type: ignore[attr-defined]
         for i in range(settings.serve.shard_count)
     ]
 
@@ -304,6 +303,7 @@ def build_app(settings: Settings | None = None, user_config: dict[str, Any] | No
         else None
     )
     ingress: Application = Ingress.options(  # type: ignore[attr-defined]
+        **replica_options(settings.serve.ingress_autoscaling),
         max_ongoing_requests=settings.serve.max_ongoing_requests,
         ray_actor_options=cpus,
         user_config=config,
@@ -317,7 +317,7 @@ def build_recall_app(
     """The recall application, served at ``RECALL_PATH`` beside the main one."""
     settings = _checked(settings)
     recall: Application = RecallDeployment.options(  # type: ignore[attr-defined]
-        num_replicas=settings.serve.recall_replicas,
+        **replica_options(settings.serve.recall_autoscaling, settings.serve.recall_replicas),
         ray_actor_options={"num_cpus": settings.serve.replica_cpus},
         max_ongoing_requests=settings.serve.max_ongoing_requests,
         user_config=user_config or {},

@@ -161,7 +161,8 @@ def authorize(
     if access is Access.RECALL:
         scope = body.get("scope") or {}
         scope = scope if isinstance(scope, Mapping) else {}
-        app_id = _text(scope.get("app_id"))
+        # A profile request names its app at the top and always holds the user's global facts.
+        app_id = _text(scope.get("app_id")) or _text(body.get("app_id"))
         if app_id and not principal.may_use_app(app_id):
             raise _forbid("this key is not bound to that app")
         if scope.get("include_global", True) is not False and not principal.may_use_app(""):

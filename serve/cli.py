@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -97,6 +98,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     # Engram's metrics and Ray's and Serve's own go out on this port (docs/operations.md, Metrics).
     ray.init(
+        # A Ray of its own unless RAY_ADDRESS names a cluster: never one that merely runs here.
+        address=os.environ.get("RAY_ADDRESS") or "local",
         include_dashboard=False,
         namespace="serve",
         log_to_driver=False,
@@ -224,6 +227,24 @@ def _bench_extraction(args: argparse.Namespace) -> int:
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
 
+def _bench_autoscale(args: argparse.Namespace) -> int:
+    # It starts Ray and both apps itself and offers the load: run as its own program.
+    command = [sys.executable, "-m", "engram.loadtest.bench_autoscale", "--clients", str(args.clients)]
+    command += ["--users", str(args.users), "--memories", str(args.memories)]
+    command += ["--max-replicas", str(args.max_replicas), "--target", str(args.target)]
+    command += ["--hold", str(args.hold)]
+    command += ["--seed-cache", args.seed_cache] if args.seed_cache else []
+    command += ["--levels", args.levels] if args.levels else []
+    return subprocess.call(command)  # noqa: S603 - our own interpreter and module
+
+
+def _bench_poisoning(args: argparse.Namespace) -> int:
+    # Fresh stores of its own in a temporary directory: run as its own program.
+    command = [sys.executable, "-m", "engram.loadtest.bench_poisoning"]
+    command += ["--data-dir", args.data_dir] if args.data_dir else []
+    return subprocess.call(command)  # noqa: S603 - our own interpreter and module
+
+
 def _mcp(args: argparse.Namespace) -> int:
     """MCP over stdio; the API key comes from ENGRAM_API_KEY."""
     from engram.serve.mcp_stdio import serve_stdio
@@ -347,6 +368,42 @@ def _keys_rotate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dev_services(args: argparse.Namespace) -> int:
+    """Start the distributed profile's services on this machine (a Milvus server, the PostgreSQL
+    database) and block until Ctrl-C; prints one JSON line of the settings to point Engram at."""
+    from engram.storage.database import ensure_postgres_database
+    from engram.storage.milvus_server import MilvusServerError, start_milvus_server
+
+    created = asyncio.run(ensure_postgres_database(args.database_url))
+    try:
+        server = start_milvus_server(Path(args.data), port=args.milvus_port)
+    except MilvusServerError as exc:
+        print(json.dumps({"error": str(exc)}), flush=True)
+        return 2
+    stopped = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopped.set())
+    print(
+        json.dumps(
+            {
+                "milvus_uri": server.uri,
+                "database_url": engine_name(args.database_url),
+                "database_created": created,
+                "env": {"ENGRAM_STORAGE__MILVUS_URI": server.uri},
+            }
+        ),
+        flush=True,
+    )
+    try:
+        while not stopped.wait(1.0):
+            if not server.running:
+                print(json.dumps({"error": "the Milvus server stopped"}), flush=True)
+                return 1
+    finally:
+        server.stop()
+    return 0
+
+
 def engine_name(url: str) -> str:
     """The backend part of a database URL, without credentials."""
     return url.split(":", 1)[0]
@@ -359,6 +416,17 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="create or upgrade the metadata schema").set_defaults(func=_migrate)
     commands.add_parser("config", help="print the effective settings as JSON").set_defaults(func=_config)
+    dev = commands.add_parser(
+        "dev-services", help="start a Milvus server and the PostgreSQL database of the distributed profile"
+    )
+    dev.add_argument("--data", default="./engram-dev/milvus", help="the Milvus server's data directory")
+    dev.add_argument("--milvus-port", type=int, default=19530)
+    dev.add_argument(
+        "--database-url",
+        default="postgresql+asyncpg://postgres@127.0.0.1:5432/engram",
+        help="the metadata database to create when missing",
+    )
+    dev.set_defaults(func=_dev_services)
     serve_cmd = commands.add_parser("serve", help="start the service (Ray Serve) and block until Ctrl-C")
     serve_cmd.add_argument("--port", type=int, help="HTTP port (default: serve.port, 8000)")
     serve_cmd.add_argument("--host", help="address to listen on (default: serve.host, 127.0.0.1)")
@@ -419,6 +487,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     extraction.add_argument("--model", help="engine.model (vllm: a local path or a model id)")
     extraction.set_defaults(func=_bench_extraction)
+    autoscale = benches.add_parser(
+        "autoscale", help="Recall scaling out under recall load and back: replicas over time, p50/p99"
+    )
+    autoscale.add_argument("--clients", type=_positive_int, default=16, help="closed-loop recall callers")
+    autoscale.add_argument("--max-replicas", type=_positive_int, default=2, help="Recall's max_replicas")
+    autoscale.add_argument("--target", type=float, default=4.0, help="target_ongoing_requests")
+    autoscale.add_argument("--hold", type=float, default=20.0, help="seconds of load once scaled out")
+    autoscale.add_argument("--users", type=_positive_int, default=200, help="seeded users")
+    autoscale.add_argument("--memories", type=_positive_int, default=50, help="seeded memories per user")
+    autoscale.add_argument("--seed-cache", help="keep seeded data here and reuse it")
+    autoscale.add_argument(
+        "--levels", help="instead: latency at these requests in flight on one replica, e.g. 1,2,4,8"
+    )
+    autoscale.set_defaults(func=_bench_autoscale)
+    poisoning = benches.add_parser(
+        "poisoning", help="write-path defenses (P5): poisoning quarantined, false positives, no secret leaks"
+    )
+    poisoning.add_argument("--data-dir", help="where the fresh stores go (default: a temporary directory)")
+    poisoning.set_defaults(func=_bench_poisoning)
     mcp = commands.add_parser(
         "mcp", help="serve Engram's memory tools over MCP on stdio, against a running Engram"
     )

@@ -23,6 +23,7 @@ from engram.actors.engines.remote import RemoteEngine
 from engram.models.settings import Settings
 from engram.serve.handle_lookup import LazyDeploymentHandle
 from engram.serve.metrics import install_ray_metrics
+from engram.serve.scaling import replica_options
 from engram.serve.settings_update import apply_overrides
 
 DEPLOYMENT_NAME = "Extraction"
@@ -46,7 +47,7 @@ def extraction_options(settings: Settings) -> dict[str, Any]:
     engine = settings.engine
     actor: dict[str, Any] = {"num_cpus": settings.serve.replica_cpus}
     options: dict[str, Any] = {
-        "num_replicas": settings.serve.extraction_replicas,
+        **replica_options(settings.serve.extraction_autoscaling, settings.serve.extraction_replicas),
         # Room for several batches in flight, or batches could never fill.
         "max_ongoing_requests": 4 * engine.batch_max_size,
     }

@@ -14,8 +14,8 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from engram.actors.switches import check_store, gate_recall, is_on
-from engram.models.api import RecallRequest
+from engram.actors.switches import check_store, gate_profile, gate_recall, is_on
+from engram.models.api import ProfileRequest, RecallRequest
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.settings import StorageSettings
 from engram.serve.operations import Gate, Operation
@@ -62,6 +62,9 @@ class GatedBackend:
                 # Stores memories (add, add_structured, and session/close, which values a session's
                 # memories with the engine and promotes them or writes a continuity memory).
                 check_store(switches, getattr(request, "app_id", None))
+            elif gate is Gate.RECALL and isinstance(request, ProfileRequest):
+                # The profile is a reading of the user's memories: the recall rules apply (L7).
+                request = cast(Req, gate_profile(switches, request))
             elif gate is Gate.RECALL:
                 request = cast(Req, gate_recall(switches, cast(RecallRequest, request)))
             else:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from typing import Any, TypeVar, cast
 
+from engram.actors.compression import EngineSummarizer
 from engram.actors.memory_service import MemoryService
 from engram.actors.privacy import KIND_EXPORT, PrivacyService
+from engram.actors.profile import ProfileRefresher
+from engram.actors.quarantine import QuarantineService
 from engram.actors.session_close import SessionCloser
 from engram.actors.views import memory_view
 from engram.actors.write_path import WritePath
 from engram.lifecycle.archive import build_archive
+from engram.lifecycle.compression import Compressor
 from engram.lifecycle.context import LifecycleStores
 from engram.lifecycle.restore import restore_memory
 from engram.models.api import (
@@ -31,6 +35,7 @@ from engram.models.api import (
     HistoryResponse,
     MemoryCreated,
     MemoryView,
+    ProfileRequest,
     RecallRequest,
     RecallResponse,
     RestoreRequest,
@@ -47,6 +52,13 @@ from engram.models.api import (
     UserSwitchRequest,
 )
 from engram.models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
+from engram.models.profile import UserProfile
+from engram.models.quarantine import (
+    QuarantineDecisionRequest,
+    QuarantineListRequest,
+    QuarantinePage,
+    QuarantineResult,
+)
 from engram.serve.operations import Operation
 from engram.serve.privacy_backend import LocalPrivacyHelpers
 
@@ -69,8 +81,22 @@ class LocalBackend(LocalPrivacyHelpers):
             service.embedder,
             build_archive(service.settings),
         )
-        self.session_closer = SessionCloser(service)
+        # Compression (L5) lives in lifecycle, the engine in actors: the summary is wired here.
+        if self.lifecycle.summarize is None:
+            self.lifecycle.summarize = EngineSummarizer(service.ingestor.engine, service.settings.evolution)
+        compressor = Compressor(self.lifecycle)
+        self.session_closer = SessionCloser(
+            service,
+            compress=lambda user_id, app_ids: compressor.compress_user(
+                user_id, service.clock(), app_ids=app_ids
+            ),
+        )
+        # The profile (L7) is rebuilt after writes, coalesced on the user's mailbox.
+        self.profiles = service.recaller.profiles
+        self.profile_refresher = ProfileRefresher(self.profiles, write_path.host)
+        write_path.on_change = self.profile_refresher.changed
         self.attach_privacy(PrivacyService(service, self.lifecycle.archive))
+        self.quarantine = QuarantineService(service)
 
     def attach_privacy(self, privacy: PrivacyService) -> None:
         """Use ``privacy`` and let the write path run export tasks (call before any task resumes)."""
@@ -114,9 +140,19 @@ class LocalBackend(LocalPrivacyHelpers):
     async def change_log(self, request: ChangeLogRequest) -> ChangeLogPage:
         return await self.service.change_log(request)
 
+    async def profile(self, request: ProfileRequest) -> UserProfile:
+        fresh = await self.profiles.stored_if_fresh(request.user_id, request.app_id)
+        if fresh is not None:
+            return fresh
+        profiles = self.profiles
+        # Stale or never stored: rebuilt and stored on the user's mailbox (ordered with the writes).
+        return await self.write_path.host.submit(
+            request.user_id, lambda: profiles.refreshed(request.user_id, request.app_id)
+        )
+
     async def session_close(self, request: SessionCloseRequest) -> SessionCloseResult:
         closer = self.session_closer
-        return await self.write_path.host.submit(request.user_id, lambda: closer.close(request))
+        return await self.write_path.submit_write(request.user_id, lambda: closer.close(request))
 
     async def restore(self, request: RestoreRequest) -> MemoryView:
         async def work() -> MemoryView:
@@ -125,14 +161,14 @@ class LocalBackend(LocalPrivacyHelpers):
             )
             return memory_view(memory)
 
-        return await self.write_path.host.submit(request.user_id, work)
+        return await self.write_path.submit_write(request.user_id, work)
 
     async def user_list(self, request: UserListRequest) -> UserListPage:
         return await self.privacy.list_memories(request)
 
     async def user_purge(self, request: UserPurgeRequest) -> PurgeResult:
         privacy = self.privacy
-        return await self.write_path.host.submit(request.user_id, lambda: privacy.purge(request))
+        return await self.write_path.submit_write(request.user_id, lambda: privacy.purge(request))
 
     async def user_switch(self, request: UserSwitchRequest) -> SwitchState:
         privacy = self.privacy
@@ -143,4 +179,15 @@ class LocalBackend(LocalPrivacyHelpers):
 
     async def user_import(self, request: UserImportRequest) -> ImportResult:
         privacy = self.privacy
-        return await self.write_path.host.submit(request.user_id, lambda: privacy.import_lines(request))
+        return await self.write_path.submit_write(request.user_id, lambda: privacy.import_lines(request))
+
+    async def quarantine_list(self, request: QuarantineListRequest) -> QuarantinePage:
+        return await self.quarantine.list_held(request)
+
+    async def quarantine_release(self, request: QuarantineDecisionRequest) -> QuarantineResult:
+        quarantine = self.quarantine
+        return await self.write_path.submit_write(request.user_id, lambda: quarantine.release(request))
+
+    async def quarantine_delete(self, request: QuarantineDecisionRequest) -> QuarantineResult:
+        quarantine = self.quarantine
+        return await self.write_path.submit_write(request.user_id, lambda: quarantine.delete(request))

@@ -68,9 +68,10 @@ MemoryIdArg = Annotated[
 
 
 class ChatTurn(BaseModel):
-    """One message of a conversation handed to add_memory."""
+    """One message of a conversation handed to add_memory (a tool's output: role "tool", kept
+    apart from the user's own words and quarantined when it tries to instruct the agent)."""
 
-    role: Literal["user", "assistant", "system"]
+    role: Literal["user", "assistant", "system", "tool"]
     content: str
 
 

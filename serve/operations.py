@@ -33,6 +33,7 @@ from engram.models.api import (
     HistoryResponse,
     MemoryCreated,
     MemoryView,
+    ProfileRequest,
     RecallRequest,
     RecallResponse,
     RestoreRequest,
@@ -49,6 +50,13 @@ from engram.models.api import (
     UserSwitchRequest,
 )
 from engram.models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
+from engram.models.profile import UserProfile
+from engram.models.quarantine import (
+    QuarantineDecisionRequest,
+    QuarantineListRequest,
+    QuarantinePage,
+    QuarantineResult,
+)
 from engram.serve.client_calls import AsyncSender, Call, SyncSender
 
 PREFIX = "/memory/v1"
@@ -254,6 +262,15 @@ class Operations:
         Access.CHANGE_LOG,
         "A user's changes, newest first, a page at a time (M3).",
     )
+    profile = Operation(
+        "profile",
+        "profile",
+        ProfileRequest,
+        UserProfile,
+        Access.RECALL,
+        "The user's derived profile: the strongest current facts by kind, global and one app's (L7).",
+        gate=Gate.RECALL,
+    )
     session_close = Operation(
         "session_close",
         "session/close",
@@ -311,6 +328,32 @@ class Operations:
         ImportResult,
         Access.ADMIN,
         "Store exported lines for a user (C7).",
+    )
+    quarantine_list = Operation(
+        "quarantine_list",
+        "quarantine/list",
+        QuarantineListRequest,
+        QuarantinePage,
+        Access.ADMIN,
+        "Memories held for review as possible poisoning, of one user or of all, oldest first (C12, P5).",
+        # Without a user_id the list spans every user: any shard reads the shared metadata store.
+        dispatch=Dispatch.ANY_SHARD,
+    )
+    quarantine_release = Operation(
+        "quarantine_release",
+        "quarantine/release",
+        QuarantineDecisionRequest,
+        QuarantineResult,
+        Access.ADMIN,
+        "Release held memories: they become ACTIVE through normal admission and recallable (C12).",
+    )
+    quarantine_delete = Operation(
+        "quarantine_delete",
+        "quarantine/delete",
+        QuarantineDecisionRequest,
+        QuarantineResult,
+        Access.ADMIN,
+        "Delete held memories (soft delete, as delete) (C12).",
     )
 
 

@@ -19,6 +19,7 @@ RUNTIME_SECTIONS = (
     "extraction",
     "lifecycle",
     "limits",
+    "profile",
 )
 """Sections that may change while running; storage, embedder, engine and serve need a restart."""
 

@@ -27,7 +27,7 @@ from engram.lifecycle.context import LifecycleStores
 from engram.lifecycle.plan import SweepCounts
 from engram.lifecycle.reembed import ReembedCounts, reembed_user
 from engram.lifecycle.sweeps import Sweeper, each_user, sweep_users
-from engram.models.rules.sharding import shard_of
+from engram.models.rules.sharding import shard_name, shard_of
 from engram.models.settings import Settings
 from engram.serve.extraction import extraction_engine
 from engram.serve.local_backend import LocalBackend
@@ -90,7 +90,8 @@ class Shard:
         """The lifecycle sweeps of these users (all owned by this shard), each on its own mailbox."""
         backend = await self.backend()
         return await sweep_users(
-            Sweeper(backend.lifecycle),
+            # The profiles (L7) are rebuilt in the same mailbox turn as the sweeps.
+            Sweeper(backend.lifecycle, after_user=backend.profiles.sweep),
             user_ids,
             now,
             backend.write_path.host.submit,
@@ -229,3 +230,16 @@ def _await_chain(coro: Any) -> list[str]:
             chain.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
         coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
     return chain
+
+
+def shard_options(settings: Settings, index: int) -> dict[str, Any]:
+    """Ray options of shard ``index``: named and detached (it outlives an ingress restart), placed by
+    ``serve.shard_scheduling`` and ``serve.shard_resources``; the app and the sweep job share them."""
+    return {
+        "name": shard_name(settings.serve.app_name, index),
+        "namespace": "serve",
+        "get_if_exists": True,
+        "lifetime": "detached",
+        "scheduling_strategy": settings.serve.shard_scheduling,
+        "resources": dict(settings.serve.shard_resources),
+    }

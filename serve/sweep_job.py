@@ -15,9 +15,8 @@ from typing import Any
 import ray
 
 from engram.lifecycle.job import JobReport, run_job
-from engram.models.rules.sharding import shard_name
 from engram.models.settings import Settings, load_settings
-from engram.serve.shard import ShardActor
+from engram.serve.shard import ShardActor, shard_options
 
 
 def ensure_shards(settings: Settings) -> list[Any]:
@@ -27,12 +26,7 @@ def ensure_shards(settings: Settings) -> list[Any]:
     own = settings.model_copy(deep=True)
     own.serve.extraction_replicas = 0
     shards = [
-        ShardActor.options(  # type: ignore[attr-defined]
-            name=shard_name(settings.serve.app_name, i),
-            namespace="serve",
-            get_if_exists=True,
-            lifetime="detached",
-        ).remote(own, i)
+        ShardActor.options(**shard_options(settings, i)).remote(own, i)  # type: ignore[attr-defined]
         for i in range(settings.serve.shard_count)
     ]
     ray.get([s.ready.remote() for s in shards])

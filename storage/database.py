@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -51,3 +51,26 @@ def _configure_sqlite(engine: AsyncEngine, busy_timeout_ms: int) -> None:
 def is_sqlite(engine: AsyncEngine) -> bool:
     """True when the engine talks to SQLite."""
     return engine.dialect.name == "sqlite"
+
+
+async def ensure_postgres_database(url: str) -> bool:
+    """Create the PostgreSQL database ``url`` names when it is missing; True when it was created.
+
+    Connects to the server's ``postgres`` database to do it (development and CI: a cluster's
+    database is made by its admin)."""
+    target = make_url(url)
+    if not target.drivername.startswith("postgresql") or not target.database:
+        raise ValueError("ensure_postgres_database needs a postgresql URL naming a database")
+    admin = create_async_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as conn:
+            exists = await conn.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": target.database}
+            )
+            if exists.scalar() is not None:
+                return False
+            quoted = target.database.replace('"', '""')
+            await conn.execute(text(f'CREATE DATABASE "{quoted}"'))
+            return True
+    finally:
+        await admin.dispose()

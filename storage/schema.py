@@ -203,3 +203,16 @@ vector_collections = Table(
     Column("dim", Integer, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
 )
+
+user_profiles = Table(
+    "user_profiles",
+    metadata,
+    # The derived profile (L7) of a user ("" app: global facts only; else with one app's facts),
+    # sealed with the user's key like memory content. Not a memory: never decays, never counted.
+    Column("user_id", SCOPE_ID, primary_key=True),
+    Column("app_id", SCOPE_ID, primary_key=True),
+    Column("content", LargeBinary, nullable=False),
+    # The user's change version it was built from: an older one means a refresh is due.
+    Column("source_version", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
+    Column("refreshed_at", UTCDateTime, nullable=False),
+)

@@ -67,6 +67,12 @@ async def for_user(tx: MetadataTx, user_id: str) -> dict[str, np.ndarray]:
     return found
 
 
+async def ids_for_user(tx: MetadataTx, user_id: str) -> set[str]:
+    """Ids of every copy one user has (reconcile compares them with the metadata and the index)."""
+    query = select(memory_vectors.c.memory_id).where(memory_vectors.c.user_id == user_id)
+    return set((await tx.conn.execute(query)).scalars().all())
+
+
 async def by_ids(tx: MetadataTx, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
     """The readable vector copies of these memories (of any users), by memory id."""
     found: dict[str, np.ndarray] = {}

@@ -133,7 +133,23 @@ async def service(settings: Settings, stores: Stores, clock: ManualClock) -> Asy
 
 
 # Each suite folder's tests carry its marker (``-m unit`` must select exactly tests/unit).
-_FOLDER_MARKERS = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
+_FOLDER_MARKERS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "distributed": "distributed"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--distributed",
+        action="store_true",
+        help="run tests/distributed (a 2-node Ray cluster, PostgreSQL, a Milvus server) instead of the rest",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/distributed needs a Ray session of its own: it runs only, and alone, with --distributed."""
+    inside = "distributed" in collection_path.relative_to(config.rootpath).parts[1:2]
+    if config.getoption("--distributed"):
+        return None if inside or collection_path == config.rootpath / "tests" else True
+    return True if inside else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -17,6 +17,8 @@ class RankInput:
     memory_id: str
     relevance: float
     weight: float
+    # The trust score of the memory's source in (0, 1] (models.provenance.trust_score).
+    trust: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +56,8 @@ def rank(
     min_relevance: float,
     settings: RecallSettings,
 ) -> list[Ranked]:
-    """Drop hits below ``min_relevance``, score the rest by weighted relevance and weight, keep ``top_k``."""
+    """Drop hits below ``min_relevance``, score the rest by weighted relevance and weight (scaled
+    down by ``trust_weight`` for less trusted sources), keep ``top_k``."""
     if top_k <= 0:
         return []
     ranked = [
@@ -62,7 +65,8 @@ def rank(
             memory_id=item.memory_id,
             relevance=item.relevance,
             weight=item.weight,
-            score=settings.relevance_weight * item.relevance + settings.weight_weight * item.weight,
+            score=(settings.relevance_weight * item.relevance + settings.weight_weight * item.weight)
+            * (1.0 - settings.trust_weight * (1.0 - item.trust)),
         )
         for item in items
         if item.relevance >= min_relevance

@@ -173,7 +173,11 @@
   function memoryRow(m) {
     return el(
       "tr",
-      { "data-memory-id": m.memory_id, class: "memory status-" + m.status.toLowerCase() },
+      {
+        "data-memory-id": m.memory_id,
+        class: "memory status-" + m.status.toLowerCase(),
+        title: "source: " + m.source_type + ", trust " + m.trust,
+      },
       el("td", { class: "content" }, m.content === null ? el("em", {}, "(content purged)") : m.content),
       el("td", {}, scopeOf(m)),
       el("td", {}, typeOf(m)),
@@ -376,6 +380,27 @@
     $("changes-first").disabled = page === 0;
   }
 
+  // --- profile (L7) --------------------------------------------------------------------------
+
+  const PROFILE_SECTIONS = ["identity", "preferences", "relationships", "routines", "plans"];
+
+  async function loadProfile() {
+    const app = $("profile-app").value.trim();
+    const profile = await call("profile", app ? { user_id: state.user, app_id: app } : { user_id: state.user });
+    $("profile-refreshed").textContent = "Refreshed " + when(profile.refreshed_at) + ".";
+    const sections = PROFILE_SECTIONS.map((name) =>
+      el(
+        "div",
+        { class: "card", "data-section": name },
+        el("h3", {}, name),
+        profile[name].length
+          ? el("ul", {}, ...profile[name].map((f) => el("li", {}, f.content)))
+          : el("p", { class: "note" }, "nothing yet")
+      )
+    );
+    $("profile-sections").replaceChildren(...sections);
+  }
+
   // --- switches, export, purge ---------------------------------------------------------------
 
   function showSwitches(s) {
@@ -464,6 +489,51 @@
     dialog.showModal();
   }
 
+  // --- quarantine (held for review) ------------------------------------------------------------
+
+  function heldRow(m) {
+    const decide = (route, done) =>
+      attempt(async () => {
+        await call(route, { user_id: state.user, memory_ids: [m.memory_id] });
+        await loadQuarantine();
+      }, done);
+    return el(
+      "tr",
+      { "data-memory-id": m.memory_id, class: "held" },
+      el("td", { class: "content" }, m.content === null ? el("em", {}, "(content purged)") : m.content),
+      el("td", { class: "source" }, m.source_type + " (" + m.trust + ")"),
+      el("td", { class: "reason" }, m.reason),
+      el("td", {}, scopeOf(m)),
+      el("td", { class: "date" }, when(m.created_at)),
+      el(
+        "td",
+        { class: "actions" },
+        el(
+          "button",
+          { type: "button", class: "release", onclick: () => decide("quarantine/release", "Memory released.") },
+          "Release"
+        ),
+        el(
+          "button",
+          {
+            type: "button",
+            class: "delete danger",
+            onclick: () =>
+              confirmThen("Delete this held memory? It is never recalled.", false, () =>
+                decide("quarantine/delete", "Held memory deleted.")
+              ),
+          },
+          "Delete"
+        )
+      )
+    );
+  }
+
+  async function loadQuarantine() {
+    const data = await call("quarantine/list", { user_id: state.user, limit: 500 });
+    fill($("quarantine-table").tBodies[0], data.memories.map(heldRow), "Nothing held for review.", 6);
+  }
+
   // --- wiring --------------------------------------------------------------------------------
 
   async function refreshCurrent() {
@@ -481,6 +551,8 @@
     for (const body of document.querySelectorAll("tbody")) body.replaceChildren();
     $("timeline").replaceChildren();
     $("history-memory").replaceChildren();
+    $("profile-sections").replaceChildren();
+    $("profile-refreshed").textContent = "";
     $("export-status").textContent = "";
   }
 
@@ -550,6 +622,8 @@
       });
     }
     onClick("export-start", exportUser);
+    onClick("quarantine-reload", loadQuarantine);
+    onSubmit("profile-form", loadProfile);
     $("purge-form").addEventListener("submit", (event) => {
       event.preventDefault();
       purge();
@@ -559,6 +633,8 @@
         switchTo(tab.dataset.view);
         if (tab.dataset.view === "changes") attempt(() => loadChanges(0));
         if (tab.dataset.view === "privacy") attempt(loadSwitches);
+        if (tab.dataset.view === "quarantine") attempt(loadQuarantine);
+        if (tab.dataset.view === "profile") attempt(loadProfile);
       });
     }
     attempt(probeAuth);

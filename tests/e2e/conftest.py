@@ -49,6 +49,8 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
     # As many CPUs as the machines this runs on (2): replicas must fit there too.
     metrics_port = free_port()
     ray.init(
+        # Always a Ray of its own: never a cluster another run started here (tests/distributed).
+        address="local",
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,

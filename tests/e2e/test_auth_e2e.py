@@ -5,6 +5,7 @@ The session's app is updated in place with keys (no second Ray session), and put
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -102,7 +103,8 @@ def test_a_tenant_reaches_only_its_apps_and_no_privacy_route(secured: RunningApp
         assert time.monotonic() < deadline
         time.sleep(0.05)
     lines = list(admin.export_lines(ExportDownloadRequest(user_id=user, task_id=task.task_id)))
-    assert len(lines) == 2
+    # Two memory lines, then the user's profile (L7).
+    assert len(lines) == 3 and "profile" in json.loads(lines[-1])
     with pytest.raises(EngramApiError) as refused:
         list(shop.export_lines(ExportDownloadRequest(user_id=user, task_id=task.task_id)))
     assert refused.value.code == 40303

@@ -68,14 +68,16 @@ def wait_done(app: RunningApp, task_id: str, deadline_s: float = 60) -> dict[str
     raise AssertionError(f"task {task_id} unfinished after {deadline_s} s")
 
 
-def export(app: RunningApp, user: str) -> list[str]:
+def export(app: RunningApp, user: str, *, profiles: bool = False) -> list[str]:
+    """The export's memory lines (and its profile lines, L7, when asked)."""
     task = wait_done(app, ok(app, "user/export", {"user_id": user})["task_id"])
     assert task["status"] == "DONE", task
     response = httpx.post(
         f"{app.url}{V1}/user/export/download", json={"user_id": user, "task_id": task["task_id"]}, timeout=60
     )
     assert response.status_code == 200 and "ndjson" in response.headers["content-type"]
-    return [line for line in response.text.split("\n") if line]
+    lines = [line for line in response.text.split("\n") if line]
+    return lines if profiles else [line for line in lines if "profile" not in json.loads(line)]
 
 
 def test_switches_short_circuit_at_the_ingress(engram_app: RunningApp) -> None:

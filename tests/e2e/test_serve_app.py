@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from engram.models.api import AddRequest as AddRequestModel
-from engram.models.api import AddStructuredRequest, RecallRequest, RecallResponse, TaskRequest
+from engram.models.api import AddStructuredRequest, ProfileRequest, RecallRequest, RecallResponse, TaskRequest
 from engram.models.api import DeleteRequest as DeleteRequestModel
 from engram.serve.client import EngramApiError, EngramClient
 from tests.e2e.conftest import RunningApp
@@ -48,6 +48,20 @@ def test_add_task_done_recall(client: EngramClient) -> None:
     assert wait_done(client, accepted.task_id) == "DONE"
     found = client.recall(RecallRequest(user_id="e2e-1", query="when did I move to Porto"))
     assert found.hit and "Porto" in found.memories[0].content
+
+
+def test_profile_route_and_recall_include_profile(client: EngramClient) -> None:
+    for turn in ("I live in Lisbon.", "I love fado.", "I moved to Porto."):
+        accepted = client.add(AddRequestModel(user_id="e2e-p", messages=[{"role": "user", "content": turn}]))
+        assert wait_done(client, accepted.task_id) == "DONE"
+    profile = client.profile(ProfileRequest(user_id="e2e-p"))
+    assert [f.content for f in profile.identity] == ["Moved to Porto"]
+    assert [f.content for f in profile.preferences] == ["Loves fado"]
+    # The recall deployment reads the stored profile (or builds one) beside its hits.
+    asked = RecallRequest(user_id="e2e-p", query="music", include_profile=True, min_relevance=0)
+    found = client.recall(asked)
+    assert found.profile is not None and found.profile.same_facts(profile)
+    assert client.recall(RecallRequest(user_id="e2e-p", query="music", min_relevance=0)).profile is None
 
 
 def test_structured_update_delete_through_http(client: EngramClient) -> None:

@@ -72,3 +72,30 @@ async def test_reconcile_repairs_archive_objects(
     assert report.archive_objects_fixed == 1
     assert await lifecycle.archive.memory_ids("u1") == set()
     assert mid in await stores.vectors.memory_ids("u1")
+
+
+async def test_reconcile_repairs_the_sealed_vector_copies(
+    service: MemoryService, stores: Stores, lifecycle: LifecycleStores
+) -> None:
+    from engram.storage import vector_copies
+
+    kept = await remember(service, "Plays the cello")
+    uncopied = await remember(service, "Keeps bees")
+    [indexed] = (await stores.vectors.index.get_vectors([uncopied])).values()  # type: ignore[attr-defined]
+    async with stores.metadata.transaction() as tx:
+        [memory] = (await tx.get_memories("u1", [kept])).values()
+        # A crash between the index write and the copy's, and a copy left of a memory now gone.
+        await vector_copies.remove(tx, [uncopied])
+        orphan = replace(vector_record(memory, indexed), memory_id=new_id())
+        await vector_copies.put(tx, [orphan])
+    async with stores.metadata.transaction(readonly=True) as tx:
+        assert await vector_copies.ids_for_user(tx, "u1") == {kept, orphan.memory_id}
+
+    assert (await reconcile_user(lifecycle, "u1", dry_run=True)).vector_copies_fixed == 2
+    report = await reconcile_user(lifecycle, "u1")
+    assert report.vector_copies_fixed == 2 and report.vectors_restored == 0
+    async with stores.metadata.transaction(readonly=True) as tx:
+        assert await vector_copies.ids_for_user(tx, "u1") == {kept, uncopied}
+        [copy] = (await vector_copies.by_ids(tx, [uncopied])).values()
+    assert np.allclose(copy, indexed)  # the copy is the index's vector, sealed again
+    assert (await reconcile_user(lifecycle, "u1")).changes() == 0

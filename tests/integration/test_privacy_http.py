@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from engram.actors.export_import import is_profile_line
 from engram.lifecycle.sweeps import Sweeper
 from engram.models.settings import Settings
 from engram.storage.crypto import LocalKeyFileProvider
@@ -259,7 +260,8 @@ async def test_full_purge_shreds_the_key_and_the_sweep_leaves_nothing(
 # --- export and import (P2) --------------------------------------------------------------------------
 
 
-async def export_lines(app: PrivacyApp, user_id: str) -> list[str]:
+async def export_lines(app: PrivacyApp, user_id: str, *, profiles: bool = False) -> list[str]:
+    """The lines of a fresh export of the user: its memories (and the profile lines when asked, L7)."""
     accepted = await app.ok("user/export", {"user_id": user_id})
     await app.write_path.drain()
     task = await app.ok("task", {"task_id": accepted["task_id"]})
@@ -268,7 +270,8 @@ async def export_lines(app: PrivacyApp, user_id: str) -> list[str]:
         "/memory/v1/user/export/download", json={"user_id": user_id, "task_id": accepted["task_id"]}
     )
     assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-ndjson")
-    return [line for line in response.text.split("\n") if line]
+    lines = [line for line in response.text.split("\n") if line]
+    return lines if profiles else [line for line in lines if not is_profile_line(line)]
 
 
 def comparable(lines: list[str]) -> list[dict[str, Any]]:

@@ -43,7 +43,7 @@ async def everything_visible(app: PrivacyApp, user_id: str, queries: list[str]) 
     for item in listed["memories"]:
         seen.append(await app.ok("history", {"user_id": user_id, "memory_id": item["memory_id"]}))
     seen.append(await app.ok("change_log", {"user_id": user_id, "limit": 500}))
-    seen.extend(await export_lines(app, user_id))
+    seen.extend(await export_lines(app, user_id, profiles=True))
     return json.dumps(seen, ensure_ascii=False)
 
 

@@ -13,6 +13,7 @@ from engram.models.api import (
     RecallRequest,
     UpdateRequest,
 )
+from engram.models.enums import Role
 from engram.models.errors import ErrorCode
 
 pytestmark = pytest.mark.unit
@@ -48,7 +49,12 @@ def test_unknown_fields_and_roles_are_refused() -> None:
     with pytest.raises(ValidationError):
         RecallRequest(user_id="u", query="q", surprise=1)
     with pytest.raises(ValidationError):
-        AddRequest(user_id="u", messages=[{"role": "tool", "content": "x"}])
+        AddRequest(user_id="u", messages=[{"role": "function", "content": "x"}])
+
+
+def test_tool_is_a_message_role() -> None:
+    request = AddRequest(user_id="u", messages=[{"role": "tool", "content": "x"}])
+    assert request.messages[0].role is Role.TOOL
 
 
 def test_scope_levels_need_their_ids() -> None:

@@ -29,7 +29,10 @@ def test_vllm_asks_for_one_gpu_per_replica_by_default() -> None:
     options = extraction_options(_vllm())
     assert options["ray_actor_options"]["num_gpus"] == 1
     assert "accelerator_type" not in options["ray_actor_options"]
-    assert options["num_replicas"] == 1
+    # Replicas scale within serve.extraction_autoscaling (a fixed count only when that is null).
+    scaling = Settings().serve.extraction_autoscaling
+    assert scaling is not None and options["autoscaling_config"] == scaling.serve_config()
+    assert "num_replicas" not in options
 
 
 def test_vllm_gpu_share_and_accelerator_type_come_from_settings() -> None:

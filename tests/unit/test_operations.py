@@ -40,6 +40,7 @@ CONTRACT = {
     "batch_delete",
     "history",
     "change_log",
+    "profile",
     "session/close",
     "restore",
     "user/list",
@@ -47,6 +48,9 @@ CONTRACT = {
     "user/switch",
     "user/export",
     "user/import",
+    "quarantine/list",
+    "quarantine/release",
+    "quarantine/delete",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -53,3 +54,33 @@ def test_replicas_reserve_the_configured_cpus() -> None:
     for application in config["applications"]:
         for deployment in application["deployments"]:
             assert deployment["ray_actor_options"]["num_cpus"] == Settings().serve.replica_cpus
+
+
+def test_the_config_scales_as_the_app_built_from_the_settings() -> None:
+    # `serve deploy` of this file and `engram serve` (deploy(settings)) run the same replicas.
+    from engram.serve.app import build_app, build_recall_app
+
+    defaults = Settings()
+    # Serve keeps a bound deployment's options on the Application (no public accessor).
+    main: Any = build_app(defaults)._bound_deployment
+    built: dict[str, Any] = {
+        "Ingress": main,
+        "Extraction": main.init_args[1]._bound_deployment,
+        "Recall": build_recall_app(defaults)._bound_deployment,
+    }
+    config = yaml.safe_load(CONFIG.read_text())
+    for application in config["applications"]:
+        for deployment in application["deployments"]:
+            options = built[deployment["name"]]
+            scaling = options._deployment_config.autoscaling_config
+            if "autoscaling_config" in deployment:
+                written = deployment["autoscaling_config"]
+                assert scaling is not None and written == {key: getattr(scaling, key) for key in written}
+            else:
+                assert scaling is None and options._deployment_config.num_replicas == 1
+            assert deployment["max_ongoing_requests"] == options.max_ongoing_requests
+    [recall] = next(a for a in config["applications"] if a["import_path"].endswith("recall_app_builder"))[
+        "deployments"
+    ]
+    assert defaults.serve.recall_autoscaling is not None
+    assert recall["autoscaling_config"] == defaults.serve.recall_autoscaling.serve_config()

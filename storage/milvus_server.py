@@ -1,0 +1,168 @@
+"""A local Milvus standalone server for the distributed profile on one machine (development, CI).
+
+The PyPI package ``milvus`` (the ``distributed`` extra) ships a real Milvus 2.3 standalone binary
+with embedded etcd and local object storage; this starts it as a child process in its own process
+group, waits until it answers, and stops the whole group. A cluster runs a Milvus of its own and
+only sets ``storage.milvus_uri``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_PORT = 19530
+# The embedded etcd of the standalone binary always listens on these (its client and peer ports):
+# one such server per machine at a time.
+ETCD_PORTS = (2379, 2380)
+
+
+class MilvusServerError(RuntimeError):
+    """The Milvus server could not be started or did not become ready."""
+
+
+@dataclass
+class MilvusServerProcess:
+    """A running local Milvus server: its gRPC URI, data dir and process."""
+
+    uri: str
+    data_dir: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def running(self) -> bool:
+        """Whether the server's launcher process is still alive."""
+        return self.process.poll() is None
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop the server and every process it started (SIGTERM, then SIGKILL after ``grace_s``)."""
+        group = self.process.pid
+        _signal_group(group, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        # The launcher exits first; the server binary, in the same group, may take longer.
+        while _group_alive(group) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _group_alive(group):
+            _signal_group(group, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=grace_s)
+
+
+def _signal_group(group: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, sig)
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A launcher that exited but was not reaped yet still answers: reap it and ask again.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(group, os.WNOHANG)
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as sock:
+        # A port a stopped server left in TIME_WAIT is free to listen on again; a listener is not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+        return False
+
+
+def _ready(port: int) -> bool:
+    # The launcher's health check port is resolved at start; the proxy's own answer is what counts.
+    try:
+        from pymilvus import MilvusClient
+
+        client = MilvusClient(uri=f"http://127.0.0.1:{port}", timeout=2)
+    except Exception:  # not listening yet: pymilvus raises its own connection errors
+        return False
+    try:
+        client.list_collections()
+        return True
+    except Exception:
+        return False
+    finally:
+        client.close()
+
+
+def start_milvus_server(
+    data_dir: Path, port: int = DEFAULT_PORT, timeout_s: float = 180.0
+) -> MilvusServerProcess:
+    """Start a Milvus standalone server keeping its data in ``data_dir``; returns once it answers."""
+    try:
+        import milvus  # noqa: F401  (the binary's package: pip install 'engram[distributed]')
+    except ImportError as exc:
+        raise MilvusServerError(
+            "the Milvus server package is not installed: pip install 'engram[distributed]'"
+        ) from exc
+    taken = [p for p in (*ETCD_PORTS, port) if _port_taken(p)]
+    if taken:
+        raise MilvusServerError(
+            f"port(s) {taken} in use on 127.0.0.1: another Milvus server (its embedded etcd holds "
+            f"{ETCD_PORTS[0]} and {ETCD_PORTS[1]}) or another service runs here; stop it or point "
+            "storage.milvus_uri at it"
+        )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = (data_dir / "launcher.log").open("ab")
+    # A process group of its own: the launcher runs the server binary as a child, and stop() must
+    # reach both, also when the caller is killed.
+    process = subprocess.Popen(  # noqa: S603
+        [
+            sys.executable,
+            "-c",
+            "from milvus import main; main()",
+            "--data",
+            str(data_dir),
+            "--proxy-port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+    server = MilvusServerProcess(f"http://127.0.0.1:{port}", data_dir, process)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not server.running:
+            raise MilvusServerError(
+                f"the Milvus server exited with code {process.returncode}; see {data_dir / 'launcher.log'}"
+            )
+        if _ready(port):
+            return server
+        time.sleep(0.5)
+    server.stop()
+    raise MilvusServerError(f"the Milvus server did not answer on port {port} within {timeout_s:.0f} s")
+
+
+@contextlib.contextmanager
+def milvus_server(
+    data_dir: Path, port: int = DEFAULT_PORT, timeout_s: float = 180.0
+) -> Iterator[MilvusServerProcess]:
+    """A Milvus server for the duration of the block."""
+    server = start_milvus_server(data_dir, port, timeout_s)
+    try:
+        yield server
+    finally:
+        server.stop()

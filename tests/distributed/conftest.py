@@ -1,0 +1,145 @@
+"""The distributed profile, for real, on this machine: a 2-node Ray cluster on loopback, PostgreSQL,
+a Milvus standalone server, 4 shard actors spread over both nodes and 2 Recall replicas.
+
+One cluster for the whole run (``pytest --distributed tests/distributed``, a run of its own: a
+process holds one Ray session, and the rest of the suite runs on a local one). The e2e subset
+(``test_e2e_subset.py``) runs the e2e suite's own tests against it through the ``engram_app``
+fixture defined here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from engram.models.settings import Settings, load_settings
+from engram.storage.milvus_server import MilvusServerProcess, start_milvus_server
+from tests.conftest import POSTGRES_URL
+from tests.e2e.conftest import RunningApp
+from tests.support.net import free_port
+
+DATABASE = os.environ.get("ENGRAM_TEST_DISTRIBUTED_DB", "engram_distributed")
+SHARDS = 4  # cluster/distributed.yaml's serve.shard_count (checked when the app starts)
+RECALL_REPLICAS = 2  # its recall_autoscaling.min_replicas
+# Each node claims more logical CPUs than the machine has cores: placement counts them, the
+# actors mostly wait on I/O, and two nodes of 2 could not hold 4 shards, 2 replicas and the rest.
+NODE_CPUS = 6
+
+
+@dataclass
+class DistributedCluster:
+    """The running profile: the Ray test cluster, its worker node, the services and the app."""
+
+    cluster: Any
+    worker: Any
+    milvus: MilvusServerProcess
+    database_url: str
+    app: RunningApp
+    master_key_env: str
+    extra_nodes: list[Any] = field(default_factory=list)
+
+
+def _fresh_database() -> str:
+    """A PostgreSQL database of the profile's own, emptied; returns its SQLAlchemy async URL."""
+
+    async def reset() -> None:
+        engine = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+        async with engine.connect() as conn:
+            await conn.execute(text(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)'))
+            await conn.execute(text(f'CREATE DATABASE "{DATABASE}"'))
+        await engine.dispose()
+
+    asyncio.run(reset())
+    return str(make_url(POSTGRES_URL).set(database=DATABASE).render_as_string(hide_password=False))
+
+
+PROFILE = Path(__file__).resolve().parents[2] / "cluster" / "distributed.yaml"
+
+
+def distributed_settings(data_dir: Path, database_url: str, milvus_uri: str, port: int) -> Settings:
+    """cluster/distributed.yaml itself, pointed at this run's services and a test's tolerances."""
+    profile = load_settings(PROFILE)
+    storage = profile.storage.model_copy(
+        update={"data_dir": data_dir, "database_url": database_url, "milvus_uri": milvus_uri}
+    )
+    serve = profile.serve.model_copy(update={"port": port, "app_name": "engram-dist"})
+    return profile.model_copy(
+        update={
+            "storage": storage,
+            "serve": serve,
+            "recall": profile.recall.model_copy(update={"timeout_ms": 30_000}),
+            "limits": profile.limits.model_copy(update={"user_rate_per_s": 0}),
+            "lifecycle": profile.lifecycle.model_copy(update={"scheduler_enabled": False}),
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistributedCluster]:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+    from ray import serve
+    from ray.cluster_utils import Cluster
+
+    from engram.serve.app import deploy
+    from engram.serve.shard import shard_options
+
+    root = tmp_path_factory.mktemp("engram-distributed")
+    database_url = _fresh_database()
+    milvus = start_milvus_server(root / "milvus", port=free_port())
+    # The one master key of the cluster, given to every node's processes through their environment
+    # (storage.key_provider: secret), as a Kubernetes Secret would be.
+    key_env = "ENGRAM_MASTER_KEY"
+    os.environ[key_env] = base64.b64encode(secrets.token_bytes(32)).decode()
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": NODE_CPUS, "include_dashboard": False},
+    )
+    worker = cluster.add_node(num_cpus=NODE_CPUS)
+    cluster.wait_for_nodes()
+    settings = distributed_settings(root / "data", database_url, milvus.uri, free_port())
+    autoscaling = settings.serve.recall_autoscaling
+    assert settings.serve.shard_count == SHARDS and settings.storage.key_provider == "secret"
+    assert autoscaling is not None and autoscaling.min_replicas == RECALL_REPLICAS
+    ray.init(address=cluster.address, namespace="serve", log_to_driver=False)
+    try:
+        # One HTTP proxy, on the head: two nodes on one machine cannot both bind the port.
+        serve.start(
+            proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": settings.serve.port}
+        )
+        deploy(settings)
+        yield DistributedCluster(
+            cluster,
+            worker,
+            milvus,
+            database_url,
+            RunningApp(f"http://127.0.0.1:{settings.serve.port}", settings),
+            key_env,
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            serve.shutdown()
+        for i in range(settings.serve.shard_count):
+            with contextlib.suppress(ValueError):
+                ray.kill(ray.get_actor(shard_options(settings, i)["name"], namespace="serve"))
+        ray.shutdown()
+        cluster.shutdown()
+        milvus.stop()
+
+
+@pytest.fixture(scope="session")
+def engram_app(distributed: DistributedCluster) -> RunningApp:
+    """The e2e suite's app fixture, here the distributed profile's app."""
+    return distributed.app
