@@ -37,18 +37,20 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	fi
 
-# The e2e suite (one Ray session) runs beside unit + integration: its tests mostly wait on Ray,
-# the others on SQLite and PostgreSQL, so the two overlap well on two cores. Each run has its own
-# PostgreSQL database; the e2e log is printed when both are done. Then the distributed profile
-# (tests/distributed: a 2-node Ray cluster, PostgreSQL, a Milvus server, 4 shards), which needs a
-# Ray session of its own.
+# Two runs side by side: unit + integration, and the Ray suites (e2e, one Ray session; then the
+# distributed profile, tests/distributed: a 2-node Ray cluster, PostgreSQL, a Milvus server, 4
+# shards, in a Ray session of its own). The Ray tests mostly wait on Ray, the others on SQLite
+# and PostgreSQL, so the two overlap well on two cores; each run has its own PostgreSQL database,
+# and the runs that start a Milvus server take turns (tests/support/machine_lock.py). The Ray
+# suites' output is printed when both are done.
 test: lint browser
-	@rm -f .e2e.log; \
-	$(BIN)/pytest tests/e2e > .e2e.log 2>&1 & e2e=$$!; \
+	@rm -f .ray-tests.log; \
+	{ $(BIN)/pytest tests/e2e; e2e=$$?; $(BIN)/pytest --distributed tests/distributed; \
+	  exit $$((e2e | $$?)); } > .ray-tests.log 2>&1 & ray_tests=$$!; \
 	ENGRAM_TEST_POSTGRES_DB=engram_test_rest $(BIN)/pytest tests/unit tests/integration; rest=$$?; \
-	wait $$e2e; e2e_rc=$$?; echo "--- tests/e2e ---"; cat .e2e.log; \
-	echo "unit + integration: exit $$rest; e2e: exit $$e2e_rc"; [ $$rest -eq 0 ] && [ $$e2e_rc -eq 0 ]
-	$(BIN)/pytest --distributed tests/distributed
+	wait $$ray_tests; ray_rc=$$?; echo "--- tests/e2e, then tests/distributed ---"; cat .ray-tests.log; \
+	echo "unit + integration: exit $$rest; e2e + distributed: exit $$ray_rc"; \
+	[ $$rest -eq 0 ] && [ $$ray_rc -eq 0 ]
 
 test-distributed: install
 	$(BIN)/pytest --distributed tests/distributed

@@ -28,6 +28,7 @@ from engram.models.settings import Settings, load_settings
 from engram.storage.milvus_server import MilvusServerProcess, start_milvus_server
 from tests.conftest import POSTGRES_URL
 from tests.e2e.conftest import RunningApp
+from tests.support.machine_lock import machine_lock
 from tests.support.net import free_port
 
 DATABASE = os.environ.get("ENGRAM_TEST_DISTRIBUTED_DB", "engram_distributed")
@@ -89,6 +90,11 @@ def distributed_settings(data_dir: Path, database_url: str, milvus_uri: str, por
 @pytest.fixture(scope="session")
 def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistributedCluster]:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    with machine_lock("milvus-server"):
+        yield from _run_profile(tmp_path_factory)
+
+
+def _run_profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistributedCluster]:
     import ray
     from ray import serve
     from ray.cluster_utils import Cluster

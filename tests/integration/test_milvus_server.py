@@ -32,6 +32,7 @@ from tests.integration.test_vectors import (
     test_search_returns_nearest_first_with_cosine_scores,
     test_upsert_replaces_vector_and_scope,
 )
+from tests.support.machine_lock import machine_lock
 from tests.support.net import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -56,6 +57,11 @@ def _first_line(stream: object, timeout_s: float) -> str:
 
 @pytest.fixture(scope="module")
 def milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with machine_lock("milvus-server"):
+        yield from _dev_services(tmp_path_factory)
+
+
+def _dev_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = tmp_path_factory.mktemp("milvus-server")
     database = str(make_url(POSTGRES_URL).set(database="engram_dev_services_test").render_as_string(False))
     process = subprocess.Popen(
