@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -207,7 +207,7 @@ def _bench_writes(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "engram.loadtest.bench_writes", "--clients", str(args.clients)]
     command += ["--writes", str(args.writes), "--open-rate", str(args.open_rate)]
     command += ["--open-seconds", str(args.open_seconds), "--batch-items", str(args.batch_items)]
-    command += ["--batch-requests", str(args.batch_requests)]
+    command += ["--batch-requests", str(args.batch_requests), "--batch-users", str(args.batch_users)]
     command += ["--url", args.url] if args.url else []
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
@@ -215,6 +215,7 @@ def _bench_writes(args: argparse.Namespace) -> int:
 def _bench_ingest(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "engram.loadtest.bench_writes", "--writes", "0", "--open-seconds", "0"]
     command += ["--batch-items", str(args.items), "--batch-requests", str(args.requests)]
+    command += ["--batch-users", str(args.users)]
     command += ["--url", args.url] if args.url else []
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
@@ -374,15 +375,19 @@ def _dev_services(args: argparse.Namespace) -> int:
     from engram.storage.database import ensure_postgres_database
     from engram.storage.milvus_server import MilvusServerError, start_milvus_server
 
+    # A plain flag: an Event set from a signal handler can deadlock on the lock its own wait()
+    # holds in the main thread (seen: SIGTERM left the launcher and the server running).
+    stopping: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: stopping.append(signum))
     created = asyncio.run(ensure_postgres_database(args.database_url))
     try:
-        server = start_milvus_server(Path(args.data), port=args.milvus_port)
+        server = start_milvus_server(
+            Path(args.data), port=args.milvus_port, should_stop=lambda: bool(stopping)
+        )
     except MilvusServerError as exc:
         print(json.dumps({"error": str(exc)}), flush=True)
         return 2
-    stopped = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopped.set())
     print(
         json.dumps(
             {
@@ -395,10 +400,11 @@ def _dev_services(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        while not stopped.wait(1.0):
+        while not stopping:
             if not server.running:
                 print(json.dumps({"error": "the Milvus server stopped"}), flush=True)
                 return 1
+            time.sleep(0.5)
     finally:
         server.stop()
     return 0
@@ -468,11 +474,15 @@ def build_parser() -> argparse.ArgumentParser:
     writes.add_argument("--open-seconds", type=float, default=20.0, help="open loop length (0: none)")
     writes.add_argument("--batch-items", type=int, default=100, help="items per batch request (0: none)")
     writes.add_argument("--batch-requests", type=_positive_int, default=10, help="batch requests")
+    writes.add_argument("--batch-users", type=_positive_int, default=4, help="users the batches write for")
     writes.add_argument("--url", help="an Engram app already running (default: start one)")
     writes.set_defaults(func=_bench_writes)
     ingest = benches.add_parser("ingest", help="batch ingest: memories DONE per second")
     ingest.add_argument("--items", type=_positive_int, default=100, help="memories per request")
     ingest.add_argument("--requests", type=_positive_int, default=20, help="batch requests (4 callers)")
+    ingest.add_argument(
+        "--users", type=_positive_int, default=4, help="users the batches write for (1: one user's import)"
+    )
     ingest.add_argument("--url", help="an Engram app already running (default: start one)")
     ingest.set_defaults(func=_bench_ingest)
     extraction = benches.add_parser(

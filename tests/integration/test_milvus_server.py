@@ -86,7 +86,8 @@ def _dev_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         assert started["database_url"] == "postgresql+asyncpg"  # no credentials printed
         yield str(started["milvus_uri"])
     finally:
-        process.send_signal(signal.SIGINT)
+        # SIGTERM (what kill, systemd and container runtimes send) once left both running.
+        process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=60)
     assert code == 0
     # The server binary went with it (its process group was stopped, not only the launcher).
