@@ -6,14 +6,16 @@ version, and answers reads: a stored profile whose version is the user's current
 it is; an older one is rebuilt first. So a refresh lost to a crash costs nothing but a rebuild at
 the next read or sweep.
 
-``ProfileRefresher`` coalesces the refreshes that writes ask for: one refresh queued per user on the
-user's mailbox however many writes arrive before it runs (the mailbox is FIFO, so it sees every
-write queued before it). No timer: a write that finishes after the refresh started queues the next.
+``ProfileRefresher`` coalesces the refreshes that writes ask for: while the shard has write tasks
+pending it only notes whose profile changed; once idle (or ``max_delay_s`` after the oldest
+note) it queues one refresh per user on the user's mailbox, which is FIFO and so sees every write
+queued before it. A write that finishes after the refresh started notes the user again.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -159,16 +161,51 @@ class Profiles:
 
 
 class ProfileRefresher:
-    """Coalesced profile refreshes after writes: at most one queued per user on its mailbox."""
+    """Profile refreshes after writes, deferred while the shard has write tasks pending: a burst of
+    writes, of any number of users, ends in one refresh per user written, queued on its mailbox.
 
-    def __init__(self, profiles: Profiles, host: MailboxHost) -> None:
+    Under a load that never lets the shard go idle, a user's refresh waits at most
+    ``max_delay_s`` (checked as writes end; no timer). A read of a stale profile rebuilds it
+    meanwhile, so deferring costs freshness of nothing a caller sees, only where the work is done.
+    """
+
+    def __init__(
+        self,
+        profiles: Profiles,
+        host: MailboxHost,
+        *,
+        busy: Callable[[], bool] = lambda: False,
+        max_delay_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.profiles = profiles
         self.host = host
+        self._busy = busy
+        self._max_delay_s = max_delay_s
+        self._clock = clock
         self._queued: set[str] = set()
+        self._dirty: dict[str, float] = {}  # user id -> when their first deferred write ended
+
+    @property
+    def deferred(self) -> int:
+        """Users whose refresh waits for the shard to go idle."""
+        return len(self._dirty)
 
     def changed(self, user_id: str) -> None:
-        """A write of ``user_id`` committed: make sure one refresh is queued behind it."""
-        if not self.profiles.settings.profile.refresh_after_writes or user_id in self._queued:
+        """A write of ``user_id`` ended: refresh now if the shard is idle, else once it is."""
+        if not self.profiles.settings.profile.refresh_after_writes:
+            return
+        now = self._clock()
+        self._dirty.setdefault(user_id, now)
+        oldest = next(iter(self._dirty.values()))
+        if self._busy() and now - oldest < self._max_delay_s:
+            return
+        dirty, self._dirty = list(self._dirty), {}
+        for user in dirty:
+            self._queue(user)
+
+    def _queue(self, user_id: str) -> None:
+        if user_id in self._queued:
             return
         self._queued.add(user_id)
 

@@ -169,7 +169,8 @@ class StructuredWriter:
             if await tx.unfinished_among(ending) != set(ending):
                 # Another finisher ended one meanwhile: undo the group; retried one by one, it is skipped.
                 raise _AlreadyFinishedError("a task of the group was finished elsewhere")
-            await tx.finish_tasks(outcomes, now)
+            # Stamped with the moment they end, not the group's start (a task's finished_at).
+            await tx.finish_tasks(outcomes, self._clock())
         ended = self._clock()
         for outcome in outcomes:
             if (task := tasks.get(outcome.task_id)) is not None:

@@ -265,6 +265,8 @@ class WritePath:
             status=task.status,
             decisions=[Decision.model_validate(d) for d in task.decisions],
             error=task.error,
+            accepted_at=task.created_at,
+            finished_at=task.updated_at if task.status in (TaskStatus.DONE, TaskStatus.FAILED) else None,
         )
 
     # --- other writes of a user, on their mailbox ---------------------------------------------

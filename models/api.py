@@ -188,6 +188,9 @@ class TaskView(BaseModel):
     status: TaskStatus
     decisions: list[Decision] = Field(default_factory=list)
     error: str | None = None
+    # When the write was accepted, and when it ended (DONE or FAILED; null until then).
+    accepted_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 # --- recall -----------------------------------------------------------------------------------

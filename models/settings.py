@@ -500,6 +500,9 @@ class ProfileSettings(BaseModel):
     # Rebuild after writes (coalesced on the user's mailbox); off, only the sweep and a read of a
     # stale profile rebuild it.
     refresh_after_writes: bool = True
+    # Refreshes wait while the shard has write tasks pending (a burst of writes costs one refresh
+    # per user, after it), but never longer than this under a load that keeps the shard busy.
+    refresh_max_delay_s: float = Field(30.0, ge=0)
 
 
 class Settings(BaseSettings):

@@ -91,9 +91,15 @@ class LocalBackend(LocalPrivacyHelpers):
                 user_id, service.clock(), app_ids=app_ids
             ),
         )
-        # The profile (L7) is rebuilt after writes, coalesced on the user's mailbox.
+        # The profile (L7) is rebuilt after writes, once the shard's pending write tasks are done:
+        # a refresh reads and decrypts every memory of the user, too much to pay on every write.
         self.profiles = service.recaller.profiles
-        self.profile_refresher = ProfileRefresher(self.profiles, write_path.host)
+        self.profile_refresher = ProfileRefresher(
+            self.profiles,
+            write_path.host,
+            busy=lambda: write_path.pending_tasks > 0,
+            max_delay_s=service.settings.profile.refresh_max_delay_s,
+        )
         write_path.on_change = self.profile_refresher.changed
         self.attach_privacy(PrivacyService(service, self.lifecycle.archive))
         self.quarantine = QuarantineService(service)

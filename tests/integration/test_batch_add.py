@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -98,6 +99,23 @@ async def test_an_async_batch_is_one_task_with_a_decision_per_item(
     decisions = task["data"]["decisions"]
     assert [d["op"] for d in decisions] == ["ADD", "ADD", "REFUSED"]
     assert decisions[2]["reason"].startswith("42901")
+
+
+async def test_a_task_tells_when_it_was_accepted_and_when_it_ended(
+    app: tuple[httpx.AsyncClient, WritePath],
+) -> None:
+    http, write_path = app
+    gate = asyncio.Event()
+    write_path.host.submit_nowait("b9", gate.wait)  # the task waits behind this on b9's mailbox
+    accepted = await post(http, "batch_add_structured", {"user_id": "b9", "items": [item("A fact")]})
+    pending = (await post(http, "task", {"task_id": accepted["data"]["task_id"]}))["data"]
+    assert pending["status"] == "PENDING" and pending["accepted_at"] and pending["finished_at"] is None
+    gate.set()
+    await write_path.drain()
+    done = (await post(http, "task", {"task_id": accepted["data"]["task_id"]}))["data"]
+    assert done["status"] == "DONE"
+    assert done["accepted_at"] == pending["accepted_at"]
+    assert datetime.fromisoformat(done["finished_at"]) >= datetime.fromisoformat(done["accepted_at"])
 
 
 async def test_a_bad_item_is_a_bad_request_naming_it(app: tuple[httpx.AsyncClient, WritePath]) -> None:

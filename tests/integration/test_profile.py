@@ -123,6 +123,49 @@ async def test_many_writes_coalesce_into_one_refresh(app: PrivacyApp, say: Say) 
     assert contents(profile, "plans") == ["Plans to visit Rome in May"]
 
 
+def fact(user_id: str, content: str) -> dict[str, Any]:
+    """A ready memory, stored before the answer (``sync``)."""
+    return {"user_id": user_id, "ownership": "USER", "mem_type": "SEMANTIC", "content": content, "sync": True}
+
+
+async def test_refreshes_wait_until_the_shards_pending_writes_are_done(app: PrivacyApp) -> None:
+    refreshes = app.local.profiles.refreshes
+    # Another user's task stays pending behind a held mailbox while p5 writes three times.
+    gate = asyncio.Event()
+    app.write_path.host.submit_nowait("p6", gate.wait)
+    await app.ok("add", {"user_id": "p6", "messages": [{"role": "user", "content": "I love jazz."}]})
+    for content in ("Loves tea", "Lives in Oslo", "Has a sister named Ana"):
+        await app.ok("add_structured", fact("p5", content))
+    assert app.local.profiles.refreshes == refreshes  # p5 is noted, not rebuilt, while p6 waits
+    assert app.local.profile_refresher.deferred == 1
+    # A read meanwhile is current all the same: it builds from the stores.
+    profile = await app.ok("profile", {"user_id": "p5"})
+    assert contents(profile, "relationships") == ["Has a sister named Ana"]
+    gate.set()
+    await app.write_path.drain()
+    # The shard went idle: one refresh each for p5 and p6, both stored profiles current.
+    assert app.local.profiles.refreshes - refreshes == 2
+    assert app.local.profile_refresher.deferred == 0
+    assert await app.local.profiles.stored_if_fresh("p5", None) is not None
+    assert await app.local.profiles.stored_if_fresh("p6", None) is not None
+
+
+async def test_a_busy_shard_defers_a_refresh_no_longer_than_the_bound(app: PrivacyApp) -> None:
+    refresher = app.local.profile_refresher
+    moments = iter([0.0, 10.0, 31.0])
+    refresher._clock = lambda: next(moments)  # the write-end times, as the bound reads them
+    refresher._busy = lambda: True  # a load that never lets the shard go idle
+    refreshes = app.local.profiles.refreshes
+    for user in ("p7", "p8"):
+        await app.ok("add_structured", fact(user, "Loves jazz"))
+    await app.write_path.drain()
+    assert app.local.profiles.refreshes == refreshes and refresher.deferred == 2
+    refresher.changed("p9")  # 31 s after p7's write: everyone waiting is refreshed now
+    await app.write_path.drain()
+    assert refresher.deferred == 0
+    assert app.local.profiles.refreshes - refreshes == 2  # p9 has no data key yet: nothing stored
+
+
 async def test_a_stale_profile_is_rebuilt_by_the_next_read_and_by_the_sweep(
     app: PrivacyApp, say: Say, settings: Settings, clock: ManualClock
 ) -> None:
