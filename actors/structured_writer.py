@@ -153,6 +153,7 @@ class StructuredWriter:
             await self._yield_to()
         staged_all: list[tuple[StagedMemories, list[int]]] = []
         async with self.service.metadata.transaction() as tx:
+            await tx.prefetch_ciphers(by_user)
             outcomes = [
                 TaskOutcome(task_id, user_id, TaskStatus.FAILED, None, error)
                 for task_id, (user_id, error) in failed.items()

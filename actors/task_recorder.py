@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 class TaskInserter(Protocol):
     """The part of a metadata transaction the recorder uses."""
 
-    async def insert_task(self, task: WriteTask) -> None:
-        """Insert one task row."""
+    async def insert_tasks(self, tasks: Sequence[WriteTask]) -> None:
+        """Insert the task rows."""
         ...
 
 
@@ -99,8 +99,7 @@ class TaskRecorder:
 
     async def _commit(self, tasks: Sequence[WriteTask]) -> None:
         async with self._transaction() as tx:
-            for task in tasks:
-                await tx.insert_task(task)
+            await tx.insert_tasks(tasks)
 
     async def _one_by_one(self, group: Sequence[tuple[WriteTask, asyncio.Future[None]]]) -> None:
         for task, done in group:

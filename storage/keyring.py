@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -88,6 +88,29 @@ class KeyRing:
         """The user's cipher, or None when they have no data key (never had one, or it was shredded)."""
         return await self._cipher(conn, user_id, create=False)
 
+    async def ciphers_for(self, conn: AsyncConnection, user_ids: Iterable[str]) -> dict[str, ContentCipher]:
+        """``cipher_for`` of several users, their stored keys checked in one read (a group commit's
+        users: one read each was 14% of a shard's time under writes, #11)."""
+        wanted = sorted(set(user_ids))
+        if not wanted:
+            return {}
+        async with self.keys(conn, readonly=True) as keys:
+            stored = await self.load_many(keys, wanted)
+        found: dict[str, ContentCipher] = {}
+        for user_id in wanted:
+            wrapped = stored.get(user_id)
+            if wrapped is None:  # a first write: its key is made (and raced for) one by one
+                found[user_id] = await self.cipher_for(conn, user_id)
+                continue
+            cached = self._ciphers.get(user_id)
+            if cached is not None and cached[0] == wrapped:
+                found[user_id] = cached[1]
+                continue
+            cipher = ContentCipher(user_id, self._provider.unwrap(wrapped, user_id))
+            self._ciphers[user_id] = (wrapped, cipher)
+            found[user_id] = cipher
+        return found
+
     async def _cipher(self, conn: AsyncConnection, user_id: str, *, create: bool) -> ContentCipher | None:
         async with self.keys(conn, readonly=True) as keys:
             wrapped = await self.load(keys, user_id)
@@ -123,6 +146,13 @@ class KeyRing:
         """Release the key store's connections (nothing when the keys share the metadata database)."""
         if self._store is not None:
             await self._store.dispose()
+
+    @staticmethod
+    async def load_many(conn: AsyncConnection, user_ids: Sequence[str]) -> dict[str, bytes]:
+        """The wrapped data keys of those of ``user_ids`` that have one."""
+        query = select(user_keys.c.user_id, user_keys.c.wrapped_key)
+        rows = await conn.execute(query.where(user_keys.c.user_id.in_(list(user_ids))))
+        return {user_id: bytes(wrapped) for user_id, wrapped in rows}
 
     @staticmethod
     async def load(conn: AsyncConnection, user_id: str) -> bytes | None:

@@ -7,7 +7,7 @@ entry commit together (DESIGN decision 3). Content is encrypted here, on the way
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -115,6 +115,12 @@ class MetadataTx:
             cipher = await self._keyring.cipher_for(self.conn, user_id)
             self._ciphers[user_id] = cipher
         return cipher
+
+    async def prefetch_ciphers(self, user_ids: Iterable[str]) -> None:
+        """Have the ciphers of these users ready for the transaction (their keys read at once)."""
+        missing = {u for u in user_ids if u not in self._ciphers}
+        if missing:
+            self._ciphers.update(await self._keyring.ciphers_for(self.conn, missing))
 
     async def existing_cipher(self, user_id: str) -> ContentCipher | None:
         """The user's content cipher if they have a data key; never creates one (sweeps of purged users)."""
@@ -514,21 +520,31 @@ class MetadataTx:
 
     async def insert_task(self, task: WriteTask) -> None:
         """Record an accepted write; its payload and decisions are encrypted like content."""
-        cipher = await self.cipher(task.user_id)
-        await self.conn.execute(
-            write_tasks.insert().values(
-                task_id=task.task_id,
-                user_id=task.user_id,
-                kind=task.kind,
-                status=task.status.value,
-                payload=cipher.encrypt(json.dumps(task.payload)),
-                result=cipher.encrypt(json.dumps(task.decisions)) if task.decisions else None,
-                error=task.error,
-                attempts=task.attempts,
-                created_at=task.created_at,
-                updated_at=task.updated_at,
+        await self.insert_tasks([task])
+
+    async def insert_tasks(self, tasks: Sequence[WriteTask]) -> None:
+        """Record accepted writes in one statement (a group commit), encrypted like content."""
+        if not tasks:
+            return
+        await self.prefetch_ciphers(task.user_id for task in tasks)
+        rows = []
+        for task in tasks:
+            cipher = await self.cipher(task.user_id)
+            rows.append(
+                {
+                    "task_id": task.task_id,
+                    "user_id": task.user_id,
+                    "kind": task.kind,
+                    "status": task.status.value,
+                    "payload": cipher.encrypt(json.dumps(task.payload)),
+                    "result": cipher.encrypt(json.dumps(task.decisions)) if task.decisions else None,
+                    "error": task.error,
+                    "attempts": task.attempts,
+                    "created_at": task.created_at,
+                    "updated_at": task.updated_at,
+                }
             )
-        )
+        await self.conn.execute(write_tasks.insert(), rows)
 
     async def get_task(self, task_id: str) -> WriteTask | None:
         """One task with its payload and decisions decrypted, or None when unknown."""
@@ -561,6 +577,7 @@ class MetadataTx:
             .mappings()
             .all()
         )
+        await self.prefetch_ciphers(row["user_id"] for row in rows)
         return {row["task_id"]: _task_from_row(row, await self.cipher(row["user_id"])) for row in rows}
 
     async def start_tasks(self, task_ids: Sequence[str], at: datetime) -> dict[str, int]:
@@ -598,6 +615,7 @@ class MetadataTx:
         ``unfinished_among``: the count of rows an executemany changed is not reported everywhere)."""
         if not outcomes:
             return
+        await self.prefetch_ciphers(outcome.user_id for outcome in outcomes)
         values = []
         for outcome in outcomes:
             cipher = await self.cipher(outcome.user_id)
