@@ -6,7 +6,6 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,19 +42,6 @@ REPO = Path(__file__).resolve().parents[2]
 COFFEE = "Ordered coffee at the station cafe on {:%Y-%m-%d}"
 # Episodic memories start at 0.60 and fall below max_weight (0.50) about 8 days after their write.
 LATER = timedelta(days=40)
-
-
-@pytest.fixture
-def lifecycle(settings: Settings, stores: Stores, tmp_path: Path) -> LifecycleStores:
-    archive = ColdArchive(LocalDirObjectStore(tmp_path / "archive"))
-    return LifecycleStores(settings, stores.metadata, stores.vectors, stores.embedder, archive)
-
-
-@pytest.fixture
-async def host() -> AsyncIterator[MailboxHost]:
-    mailboxes = MailboxHost(reap_every_s=0)
-    yield mailboxes
-    await mailboxes.close()
 
 
 async def sweep(lifecycle: LifecycleStores, host: MailboxHost, now: datetime) -> SweepCounts:

@@ -3,28 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from engram.actors.memory_service import MemoryService
-from engram.lifecycle.archive import ArchivedItem, ColdArchive, LocalDirObjectStore
+from engram.lifecycle.archive import ArchivedItem
 from engram.lifecycle.context import LifecycleStores
 from engram.lifecycle.reconcile import reconcile_user
 from engram.models.ids import new_id
-from engram.models.settings import Settings
 from engram.storage.stores import Stores
 from engram.storage.vectors import vector_record
 from tests.support.service import remember
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def lifecycle(settings: Settings, stores: Stores, tmp_path: Path) -> LifecycleStores:
-    archive = ColdArchive(LocalDirObjectStore(tmp_path / "archive"))
-    return LifecycleStores(settings, stores.metadata, stores.vectors, stores.embedder, archive)
 
 
 async def test_reconcile_repairs_a_removed_vector_an_orphan_vector_and_a_wrong_counter(

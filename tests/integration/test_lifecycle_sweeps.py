@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,19 +29,6 @@ from tests.conftest import ManualClock
 from tests.support.service import remember
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def lifecycle(settings: Settings, stores: Stores, tmp_path: Path) -> LifecycleStores:
-    archive = ColdArchive(LocalDirObjectStore(tmp_path / "archive"))
-    return LifecycleStores(settings, stores.metadata, stores.vectors, stores.embedder, archive)
-
-
-@pytest.fixture
-async def host() -> AsyncIterator[MailboxHost]:
-    mailboxes = MailboxHost(reap_every_s=0)
-    yield mailboxes
-    await mailboxes.close()
 
 
 async def sweep(

@@ -43,6 +43,14 @@ class Launches:
         return len(self.made) - 1 >= self.answering
 
 
+def patched(monkeypatch: pytest.MonkeyPatch, answering: int) -> Launches:
+    """Launches that stand in for the binary; the first to answer is number ``answering``."""
+    launches = Launches(answering)
+    monkeypatch.setattr(milvus_server, "_launch", launches.launch)
+    monkeypatch.setattr(milvus_server, "_ready", launches.ready)
+    return launches
+
+
 @pytest.fixture
 def fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(milvus_server, "_pause", lambda _s: None)
@@ -53,9 +61,7 @@ def fast(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_start_that_never_answers_is_stopped_and_made_again(
     fast: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    launches = Launches(answering=1)
-    monkeypatch.setattr(milvus_server, "_launch", launches.launch)
-    monkeypatch.setattr(milvus_server, "_ready", launches.ready)
+    launches = patched(monkeypatch, answering=1)
     server = start_milvus_server(tmp_path, 19999, timeout_s=500, attempt_s=20)
     assert server is launches.made[1]
     assert launches.stopped == [0]  # the silent first launch went before the second was made
@@ -64,9 +70,7 @@ def test_a_start_that_never_answers_is_stopped_and_made_again(
 def test_no_answer_within_the_timeout_is_an_error_and_leaves_nothing_running(
     fast: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    launches = Launches(answering=99)
-    monkeypatch.setattr(milvus_server, "_launch", launches.launch)
-    monkeypatch.setattr(milvus_server, "_ready", launches.ready)
+    launches = patched(monkeypatch, answering=99)
     with pytest.raises(MilvusServerError, match="did not answer on port 19999"):
         start_milvus_server(tmp_path, 19999, timeout_s=100, attempt_s=30)
     assert len(launches.made) >= 2
@@ -76,9 +80,7 @@ def test_no_answer_within_the_timeout_is_an_error_and_leaves_nothing_running(
 def test_a_stop_asked_for_during_the_start_stops_the_server(
     fast: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    launches = Launches(answering=99)
-    monkeypatch.setattr(milvus_server, "_launch", launches.launch)
-    monkeypatch.setattr(milvus_server, "_ready", launches.ready)
+    launches = patched(monkeypatch, answering=99)
     asked = iter([False, False, True])
     with pytest.raises(MilvusServerError, match="stopped while"):
         start_milvus_server(tmp_path, 19999, should_stop=lambda: next(asked))
