@@ -257,7 +257,7 @@ class WritePath:
     async def task(self, task_id: str) -> TaskView:
         """The state of an accepted write (W2); 40401 when the id is unknown."""
         async with self.service.metadata.transaction(readonly=True) as tx:
-            task = await tx.get_task(task_id)
+            task = await tx.get_task(task_id, with_payload=False)
         if task is None:
             raise EngramError(ErrorCode.NOT_FOUND, f"no task {task_id}")
         return TaskView(

@@ -546,10 +546,15 @@ class MetadataTx:
             )
         await self.conn.execute(write_tasks.insert(), rows)
 
-    async def get_task(self, task_id: str) -> WriteTask | None:
-        """One task with its payload and decisions decrypted, or None when unknown."""
+    async def get_task(self, task_id: str, *, with_payload: bool = True) -> WriteTask | None:
+        """One task with its payload and decisions decrypted, or None when unknown.
+
+        ``with_payload=False`` leaves the payload out (empty) and unread: a status poll of a batch
+        of 1,000 items then decrypts and parses only the decisions.
+        """
+        columns = [c for c in write_tasks.c if with_payload or c.name != "payload"]
         row = (
-            (await self.conn.execute(select(write_tasks).where(write_tasks.c.task_id == task_id)))
+            (await self.conn.execute(select(*columns).where(write_tasks.c.task_id == task_id)))
             .mappings()
             .one_or_none()
         )
@@ -757,7 +762,7 @@ def _change_from_row(row: RowMapping, cipher: ContentCipher) -> ChangeLogEntry:
 
 def _task_from_row(row: RowMapping, cipher: ContentCipher) -> WriteTask:
     # An unreadable blob (the user's key was shredded) reads as empty: the payload cannot be replayed.
-    payload = cipher.decrypt(bytes(row["payload"]))
+    payload = cipher.decrypt(bytes(row["payload"])) if "payload" in row else None
     result = None if row["result"] is None else cipher.decrypt(bytes(row["result"]))
     return WriteTask(
         task_id=row["task_id"],

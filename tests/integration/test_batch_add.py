@@ -116,6 +116,13 @@ async def test_a_task_tells_when_it_was_accepted_and_when_it_ended(
     assert done["status"] == "DONE"
     assert done["accepted_at"] == pending["accepted_at"]
     assert datetime.fromisoformat(done["finished_at"]) >= datetime.fromisoformat(done["accepted_at"])
+    # A status poll reads the decisions only; the payload (the whole batch) stays sealed.
+    async with write_path.service.metadata.transaction(readonly=True) as tx:
+        polled = await tx.get_task(accepted["data"]["task_id"], with_payload=False)
+        full = await tx.get_task(accepted["data"]["task_id"])
+    assert polled is not None and full is not None
+    assert polled.payload == {} and full.payload["items"][0]["content"] == "A fact"
+    assert polled.decisions == full.decisions and len(full.decisions) == 1
 
 
 async def test_a_bad_item_is_a_bad_request_naming_it(app: tuple[httpx.AsyncClient, WritePath]) -> None:
