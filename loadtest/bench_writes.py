@@ -142,6 +142,7 @@ async def wait_done(http: httpx.AsyncClient, task_ids: Sequence[str], started: f
         for chunk in range(0, len(waiting), 16):
             asked = waiting[chunk : chunk + 16]
             answers = await asyncio.gather(*(http.post(f"{V1}/task", json={"task_id": t}) for t in asked))
+            ended = 0
             for task_id, answer in zip(asked, answers, strict=True):
                 view = answer.json()["data"]
                 if view["status"] == "DONE":
@@ -151,8 +152,9 @@ async def wait_done(http: httpx.AsyncClient, task_ids: Sequence[str], started: f
                 else:
                     still.append(task_id)
                     continue
+                ended += 1
                 last = max(last, datetime.fromisoformat(view["finished_at"]).timestamp())
-            if len(still) >= 16 and all(t in still for t in asked):
+            if ended == 0:
                 # Tasks end roughly in the order they came: the rest waits for the next round.
                 still += waiting[chunk + 16 :]
                 break

@@ -102,13 +102,7 @@ class KeyRing:
             if wrapped is None:  # a first write: its key is made (and raced for) one by one
                 found[user_id] = await self.cipher_for(conn, user_id)
                 continue
-            cached = self._ciphers.get(user_id)
-            if cached is not None and cached[0] == wrapped:
-                found[user_id] = cached[1]
-                continue
-            cipher = ContentCipher(user_id, self._provider.unwrap(wrapped, user_id))
-            self._ciphers[user_id] = (wrapped, cipher)
-            found[user_id] = cipher
+            found[user_id] = self._opened(user_id, wrapped)
         return found
 
     async def _cipher(self, conn: AsyncConnection, user_id: str, *, create: bool) -> ContentCipher | None:
@@ -124,6 +118,10 @@ class KeyRing:
                 # Another process may have won the race: whatever is stored now is the key.
                 wrapped = await self.load(keys, user_id)
             assert wrapped is not None
+        return self._opened(user_id, wrapped)
+
+    def _opened(self, user_id: str, wrapped: bytes) -> ContentCipher:
+        """The cipher of the stored ``wrapped`` key: the cached one while it is that same key."""
         cached = self._ciphers.get(user_id)
         if cached is not None and cached[0] == wrapped:
             return cached[1]

@@ -150,11 +150,13 @@ async def test_refreshes_wait_until_the_shards_pending_writes_are_done(app: Priv
     assert await app.local.profiles.stored_if_fresh("p6", None) is not None
 
 
-async def test_a_busy_shard_defers_a_refresh_no_longer_than_the_bound(app: PrivacyApp) -> None:
+async def test_a_busy_shard_defers_a_refresh_no_longer_than_the_bound(
+    app: PrivacyApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
     refresher = app.local.profile_refresher
     moments = iter([0.0, 10.0, 31.0])
-    refresher._clock = lambda: next(moments)  # the write-end times, as the bound reads them
-    refresher._busy = lambda: True  # a load that never lets the shard go idle
+    monkeypatch.setattr(refresher, "_clock", lambda: next(moments))  # the write-end times
+    monkeypatch.setattr(refresher, "_busy", lambda: True)  # a load that never lets the shard go idle
     refreshes = app.local.profiles.refreshes
     for user in ("p7", "p8"):
         await app.ok("add_structured", fact(user, "Loves jazz"))
