@@ -246,6 +246,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m engram.loadtest.bench_writes``: figures as one JSON line."""
     parser = argparse.ArgumentParser(prog="engram.loadtest.bench_writes", description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running Engram (default: start one here)")
+    parser.add_argument(
+        "--http-front",
+        choices=("haproxy", "ray"),
+        default="haproxy",
+        help="serve.http_front of the app started",
+    )
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--writes", type=int, default=1000)
     parser.add_argument("--open-rate", type=float, default=50.0)
@@ -263,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if url is None:
         from engram.loadtest.run import _start_app
 
-        url, started = _start_app(1, 1, None)
+        url, started = _start_app(1, 1, None, args.http_front)
     try:
         report = asyncio.run(
             bench(
@@ -282,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from engram.loadtest.run import _stop_app
 
             _stop_app(started)
+    # Which front carried the requests (an app at --url: whatever it was started with).
+    report["http_front"] = args.http_front if started is not None else "as started at --url"
     print(json.dumps(report))
     return 0
 

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import httpx
 
 from engram.loadtest.mix import DEFAULT_MIX, format_mix, parse_mix, total_rate
 from engram.models.settings import Settings
+from engram.serve.http_front import LocalFront, prepare_local_front
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 SEED_MARKER = "engram-seed.json"
@@ -56,13 +58,14 @@ def run(
     *,
     seed_cache: Path | None = None,
     mix: str = DEFAULT_MIX,
+    http_front: str = "haproxy",
 ) -> dict[str, Any]:
     """Run one load test and return its figures (``recall_rps``: the offered recall rate, or the
     offered write rate of a mix without recall)."""
     weights = parse_mix(mix)
     started_here = None
     if url is None or not answers(url):
-        started_here = _start_app(users, memories, seed_cache)
+        started_here = _start_app(users, memories, seed_cache, http_front)
         url = started_here[0]
     try:
         stats = _locust(url, users, total_rate(weights, recall_rps), duration_s, format_mix(weights))
@@ -138,13 +141,20 @@ def _seed(data_dir: Path, users: int, memories: int) -> None:
     )
 
 
-def _start_app(users: int, memories: int, seed_cache: Path | None) -> tuple[str, Path]:
+@dataclass
+class StartedApp:
+    """An app the load test started: its data (removed at the stop) and its HTTP front."""
+
+    data_dir: Path
+    front: LocalFront
+
+
+def _start_app(
+    users: int, memories: int, seed_cache: Path | None, http_front: str = "haproxy"
+) -> tuple[str, StartedApp]:
+    """Seed, then start both Serve applications on a Ray of their own (``http_front``: as
+    ``serve.http_front``; the embedded default is HAProxy)."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    import ray
-    from ray import serve
-
-    from engram.serve.app import deploy
-
     data_dir = seeded_copy(users, memories, seed_cache)
     settings = Settings(
         storage={"data_dir": data_dir},
@@ -154,17 +164,25 @@ def _start_app(users: int, memories: int, seed_cache: Path | None) -> tuple[str,
             "app_name": "engram-loadtest",
             "recall_replicas": 1,
             "recall_autoscaling": None,
+            "http_front": http_front,
         },
         recall={"snapshot_cache_users": max(users, 1000)},
     )
+    # Before Ray and Serve are imported and started: their processes read the front from the environment.
+    front = prepare_local_front(settings.serve)
+    import ray
+    from ray import serve
+
+    from engram.serve.app import deploy
+
     # A Ray of its own: "auto" would join a cluster running here, and _stop_app would stop its Serve.
     ray.init(address="local", include_dashboard=False, namespace="serve", log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
     deploy(settings)
     url = f"http://127.0.0.1:{settings.serve.port}"
-    print(f"app started at {url}", file=sys.stderr, flush=True)
+    print(f"app started at {url} (HTTP front: {front.kind})", file=sys.stderr, flush=True)
     _wait_for_warm_snapshots(settings)
-    return url, data_dir
+    return url, StartedApp(data_dir, front)
 
 
 def _wait_for_warm_snapshots(settings: Settings, limit_s: float = 600.0) -> None:
@@ -188,7 +206,7 @@ def _wait_for_warm_snapshots(settings: Settings, limit_s: float = 600.0) -> None
     print(f"recall warm-up not finished after {limit_s:.0f} s; load starts anyway", file=sys.stderr)
 
 
-def _stop_app(data_dir: Path) -> None:
+def _stop_app(started: StartedApp) -> None:
     import ray
     from ray import serve
 
@@ -198,7 +216,8 @@ def _stop_app(data_dir: Path) -> None:
     with contextlib.suppress(ValueError):  # already gone
         ray.kill(ray.get_actor(shard_name("engram-loadtest", 0), namespace="serve"))
     ray.shutdown()
-    shutil.rmtree(data_dir, ignore_errors=True)
+    started.front.close()
+    shutil.rmtree(started.data_dir, ignore_errors=True)
 
 
 def _locust(url: str, users: int, total_rps: float, duration_s: int, mix: str) -> dict[str, dict[str, float]]:
@@ -243,9 +262,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--duration", type=int, default=60, help="seconds of load")
     parser.add_argument("--url", help="an Engram app already running (default: start one, seeded)")
     parser.add_argument("--seed-cache", type=Path, help="keep seeded data here and reuse it")
+    parser.add_argument(
+        "--http-front",
+        choices=("haproxy", "ray"),
+        default="haproxy",
+        help="serve.http_front of the app started",
+    )
     args = parser.parse_args(argv)
     figures = run(
-        args.users, args.memories, args.rps, args.duration, args.url, seed_cache=args.seed_cache, mix=args.mix
+        args.users,
+        args.memories,
+        args.rps,
+        args.duration,
+        args.url,
+        seed_cache=args.seed_cache,
+        mix=args.mix,
+        http_front=args.http_front,
     )
     print(json.dumps(figures))
     return 0 if figures["errors"] == 0 else 1

@@ -237,6 +237,10 @@ class ServeSettings(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
+    # What takes HTTP connections on a Ray that `engram serve` starts itself (serve/http_front.py):
+    # HAProxy straight to the ingress replicas, or Ray's own proxy actor (one more Python hop,
+    # ~6 ms of CPU per request). A cluster Engram joins keeps its own front.
+    http_front: Literal["haproxy", "ray"] = "haproxy"
     app_name: str = "engram"
     # With the embedded milvus-lite only one process may own the vector file: keep 1 shard there.
     shard_count: int = Field(1, ge=1)

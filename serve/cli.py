@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from engram.models.settings import Settings, load_settings
+from engram.serve.http_front import prepare_local_front
 from engram.storage.database import create_engine
 from engram.storage.migrate import upgrade
 
@@ -86,6 +87,9 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local single-user cluster (DESIGN, Ray facts)
+    joins_cluster = bool(os.environ.get("RAY_ADDRESS"))
+    # Before Ray and Serve are imported and started: their processes read the front from the environment.
+    front = None if joins_cluster else prepare_local_front(settings.serve)
     import ray
     from ray import serve
 
@@ -95,6 +99,8 @@ def _serve(args: argparse.Namespace) -> int:
     metrics_refusal = export_port_refusal(settings.metrics.export_port)
     if metrics_refusal is not None:
         print(metrics_refusal, file=sys.stderr)
+        if front is not None:
+            front.close()
         return 2
     # Engram's metrics and Ray's and Serve's own go out on this port (docs/operations.md, Metrics).
     ray.init(
@@ -124,6 +130,8 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         print("stopping Engram ...", file=sys.stderr, flush=True)
         code = _stop(settings) or code
+        if front is not None:
+            front.close()
     return code
 
 
@@ -174,6 +182,15 @@ def _stop(settings: Settings) -> int:
     return code
 
 
+def _http_front_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--http-front",
+        choices=("haproxy", "ray"),
+        default="haproxy",
+        help="serve.http_front of the app it starts (default: haproxy, as `engram serve`)",
+    )
+
+
 def _missing_extra(module: str, extra: str) -> bool:
     """True (and says how to install it) when ``module`` of the ``extra`` is not installed."""
     if importlib.util.find_spec(module) is not None:
@@ -199,6 +216,7 @@ def _loadtest(args: argparse.Namespace) -> int:
     command += ["--url", args.url] if args.url else []
     command += ["--seed-cache", str(args.seed_cache)] if args.seed_cache else []
     command += ["--mix", args.mix] if args.mix else []
+    command += ["--http-front", args.http_front]
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
 
@@ -208,6 +226,7 @@ def _bench_writes(args: argparse.Namespace) -> int:
     command += ["--writes", str(args.writes), "--open-rate", str(args.open_rate)]
     command += ["--open-seconds", str(args.open_seconds), "--batch-items", str(args.batch_items)]
     command += ["--batch-requests", str(args.batch_requests), "--batch-users", str(args.batch_users)]
+    command += ["--http-front", args.http_front]
     command += ["--url", args.url] if args.url else []
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
@@ -215,7 +234,7 @@ def _bench_writes(args: argparse.Namespace) -> int:
 def _bench_ingest(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "engram.loadtest.bench_writes", "--writes", "0", "--open-seconds", "0"]
     command += ["--batch-items", str(args.items), "--batch-requests", str(args.requests)]
-    command += ["--batch-users", str(args.users)]
+    command += ["--batch-users", str(args.users), "--http-front", args.http_front]
     command += ["--url", args.url] if args.url else []
     return subprocess.call(command)  # noqa: S603 - our own interpreter and module
 
@@ -451,6 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="keep the seeded data here and reuse it on later runs of the same size (seeding takes minutes)",
     )
+    _http_front_option(load)
     load.set_defaults(func=_loadtest)
     sweep = commands.add_parser(
         "sweep", help="run the lifecycle sweeps now (decay, archive, purge, reconcile)"
@@ -476,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     writes.add_argument("--batch-requests", type=_positive_int, default=10, help="batch requests")
     writes.add_argument("--batch-users", type=_positive_int, default=4, help="users the batches write for")
     writes.add_argument("--url", help="an Engram app already running (default: start one)")
+    _http_front_option(writes)
     writes.set_defaults(func=_bench_writes)
     ingest = benches.add_parser("ingest", help="batch ingest: memories DONE per second")
     ingest.add_argument("--items", type=_positive_int, default=100, help="memories per request")
@@ -484,6 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--users", type=_positive_int, default=4, help="users the batches write for (1: one user's import)"
     )
     ingest.add_argument("--url", help="an Engram app already running (default: start one)")
+    _http_front_option(ingest)
     ingest.set_defaults(func=_bench_ingest)
     extraction = benches.add_parser(
         "extraction", help="extraction throughput of the configured engine (the vLLM device check)"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from engram.models.settings import Settings
+from engram.serve.http_front import prepare_local_front
 from tests.support.net import free_port
 
 
@@ -28,12 +29,6 @@ class RunningApp:
 @pytest.fixture(scope="session")
 def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    import ray
-    from ray import serve
-
-    from engram.models.rules.sharding import shard_name
-    from engram.serve.app import deploy
-
     data_dir: Path = tmp_path_factory.mktemp("engram-e2e")
     settings = Settings(
         storage={"data_dir": data_dir},
@@ -46,6 +41,15 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
         # themselves (test_lifecycle_e2e.py), the daily loop is tested with a pinned clock.
         lifecycle={"scheduler_enabled": False},
     )
+    # The embedded default's HTTP front (HAProxy; tests/distributed runs Ray's proxy), chosen
+    # before Ray and Serve start: their processes read it from the environment.
+    front = prepare_local_front(settings.serve)
+    import ray
+    from ray import serve
+
+    from engram.models.rules.sharding import shard_name
+    from engram.serve.app import deploy
+
     # As many CPUs as the machines this runs on (2): replicas must fit there too.
     metrics_port = free_port()
     ray.init(
@@ -69,6 +73,7 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
             with contextlib.suppress(ValueError):  # already gone
                 ray.kill(ray.get_actor(shard_name(settings.serve.app_name, i), namespace="serve"))
         ray.shutdown()
+        front.close()
 
 
 @contextlib.contextmanager

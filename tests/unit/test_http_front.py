@@ -1,0 +1,61 @@
+"""The HTTP front of a local Ray (serve/http_front.py): HAProxy's environment, one per start."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from engram.models.settings import ServeSettings
+from engram.serve.http_front import DRAIN_S, prepare_local_front
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_ray_front_turns_haproxy_off_even_when_inherited() -> None:
+    environ = {"RAY_SERVE_ENABLE_HA_PROXY": "1"}
+    front = prepare_local_front(ServeSettings(http_front="ray"), environ)
+    assert front.kind == "ray" and environ == {"RAY_SERVE_ENABLE_HA_PROXY": "0"} and front.run_dir is None
+    front.close()
+
+
+def test_haproxy_is_the_default_and_gets_files_and_ports_of_its_own() -> None:
+    environ: dict[str, str] = {"KEEP": "me"}
+    # The port source answers the same port twice: the two ports must still differ.
+    ports = itertools.chain([41001, 41001], itertools.count(41002))
+    front = prepare_local_front(ServeSettings(), environ, port=lambda: next(ports))
+    try:
+        assert front.kind == "haproxy" and front.run_dir is not None and front.run_dir.is_dir()
+        assert environ["KEEP"] == "me" and environ["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+        assert {environ["RAY_SERVE_HAPROXY_STATS_PORT"], environ["RAY_SERVE_HAPROXY_METRICS_PORT"]} == {
+            "41001",
+            "41002",
+        }
+        files = [v for k, v in environ.items() if k.endswith(("_LOC", "_PATH", "_FILE", "_BASE"))]
+        assert len(files) == 5
+        # Nothing in Ray's shared default directory, where two instances would overwrite each other.
+        assert all(f.startswith(str(front.run_dir)) and "/tmp/haproxy-serve" not in f for f in files)
+        # HAProxy refuses a socket path over 97 bytes; Ray adds a directory per node (56 hex digits).
+        node = "0" * 56
+        for key in ("RAY_SERVE_HAPROXY_SOCKET_PATH", "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH"):
+            path = Path(environ[key])
+            assert len(str(path.parent / node / path.name).encode()) <= 97
+        assert environ["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == str(DRAIN_S)
+        assert dict(front.environment).items() <= environ.items()
+    finally:
+        front.close()
+    assert front.run_dir is None
+
+
+def test_two_starts_never_share_a_directory() -> None:
+    first, second = (prepare_local_front(ServeSettings(), {}) for _ in range(2))
+    try:
+        assert first.run_dir != second.run_dir
+        assert (
+            first.environment["RAY_SERVE_HAPROXY_STATS_PORT"]
+            != first.environment["RAY_SERVE_HAPROXY_METRICS_PORT"]
+        )
+    finally:
+        first.close()
+        second.close()
