@@ -128,42 +128,47 @@ async def open_loop(rate: float, seconds: float, one: Callable[[int], Coroutine[
 
 
 async def wait_done(http: httpx.AsyncClient, task_ids: Sequence[str], started: float) -> dict[str, Any]:
-    """Poll every task until it is finished; DONE count and memories DONE per second.
+    """Wait until every task has finished; DONE count and memories DONE per second.
 
-    The end is the latest ``finished_at`` the service reports, not when a poll saw it: polling
-    all the tasks as fast as possible loaded the two cores the tasks run on. ``started`` is a
-    ``time.time()`` reading (the service stamps tasks with the same machine's clock).
+    The end is the latest ``finished_at`` the service reports, not when a poll saw it, so when the
+    polls run does not change the figure, only how much they load the machine: while tasks run,
+    only the last one accepted is watched (tasks end roughly in the order they came; polling every
+    unfinished task loaded the two cores the tasks run on), then every task is read once.
+    ``started`` is a ``time.time()`` reading (the service stamps tasks with the same clock).
     """
     waiting = list(task_ids)
     done = failed = 0
     last = started
     while waiting:
+        if _status(await http.post(f"{V1}/task", json={"task_id": waiting[-1]}))[0] not in _ENDED:
+            await asyncio.sleep(0.5)  # a progress poll, not a correctness wait
+            continue
         still: list[str] = []
         for chunk in range(0, len(waiting), 16):
             asked = waiting[chunk : chunk + 16]
             answers = await asyncio.gather(*(http.post(f"{V1}/task", json={"task_id": t}) for t in asked))
-            ended = 0
             for task_id, answer in zip(asked, answers, strict=True):
-                view = answer.json()["data"]
-                if view["status"] == "DONE":
-                    done += 1
-                elif view["status"] == "FAILED":
-                    failed += 1
-                else:
+                status, finished_at = _status(answer)
+                if status not in _ENDED:
                     still.append(task_id)
                     continue
-                ended += 1
-                last = max(last, datetime.fromisoformat(view["finished_at"]).timestamp())
-            if ended == 0:
-                # Tasks end roughly in the order they came: the rest waits for the next round.
-                still += waiting[chunk + 16 :]
-                break
+                done += status == "DONE"
+                failed += status == "FAILED"
+                last = max(last, finished_at)
         waiting = still
-        if waiting:
-            await asyncio.sleep(0.5)  # a progress poll, not a correctness wait
     seconds = last - started
     per_s = round(done / seconds, 1) if seconds > 0 else 0.0
     return {"done": done, "failed": failed, "seconds": round(seconds, 2), "per_s": per_s}
+
+
+_ENDED = ("DONE", "FAILED")
+
+
+def _status(answer: httpx.Response) -> tuple[str, float]:
+    """A task's status and, once it ended, its ``finished_at`` as a ``time.time()`` reading."""
+    view = answer.json()["data"]
+    ended = view["status"] in _ENDED
+    return view["status"], datetime.fromisoformat(view["finished_at"]).timestamp() if ended else 0.0
 
 
 async def bench(
