@@ -20,6 +20,7 @@ from engram.actors import statements
 from engram.actors.engines.base import Engine
 from engram.actors.engines.factory import engine_from_settings
 from engram.actors.engines.metered import metered
+from engram.actors.hit_writer import HitTurn
 from engram.actors.ingest import Ingestor
 from engram.actors.recall import Recaller
 from engram.actors.sensitive import screened_content, screened_request
@@ -416,19 +417,31 @@ class MemoryService:
 
     async def record_recall_hits(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
         """R4: count the hit, reset the decay clock and recover weight up to the type's initial."""
-        hits: dict[str, tuple[float, int]] = {}
+        await self.record_recall_hit_turns([HitTurn(user_id, list(memory_ids), at)])
+
+    async def record_recall_hit_turns(self, turns: Sequence[HitTurn]) -> None:
+        """R4 for many users' hits in one transaction (``HitWriter``); each as if stored alone."""
+        stored: list[tuple[HitTurn, dict[str, tuple[float, int]]]] = []
         async with self.metadata.transaction() as tx:
-            for memory in (await tx.get_memories(user_id, memory_ids)).values():
-                if memory.status is not Status.ACTIVE or memory.content is None:
-                    continue
-                cap = type_initial_weight(memory, self.settings.weights)
-                weight = recovered_weight(self._decayed(memory, at), self.settings.recall.delta_recall, cap)
-                hits[memory.memory_id] = (weight, memory.recall_count + 1)
-            # One statement for all hits: per-row updates were most of a shard's recall cost.
-            await tx.record_recall_hits(user_id, hits, at)
+            await tx.prefetch_ciphers({turn.user_id for turn in turns})
+            for turn in turns:
+                stored.append((turn, await self._stage_recall_hits(tx, turn)))
         # No version bump: a hit changes no content, and a bump would discard the snapshot on every
         # recall. This process's snapshot takes the new weights now, other processes within the TTL.
-        self.recaller.snapshots.note_recall_hits(user_id, hits, at)
+        for turn, hits in stored:
+            self.recaller.snapshots.note_recall_hits(turn.user_id, hits, turn.at)
+
+    async def _stage_recall_hits(self, tx: MetadataTx, turn: HitTurn) -> dict[str, tuple[float, int]]:
+        hits: dict[str, tuple[float, int]] = {}
+        for memory in (await tx.get_memories(turn.user_id, turn.memory_ids)).values():
+            if memory.status is not Status.ACTIVE or memory.content is None:
+                continue
+            cap = type_initial_weight(memory, self.settings.weights)
+            weight = recovered_weight(self._decayed(memory, turn.at), self.settings.recall.delta_recall, cap)
+            hits[memory.memory_id] = (weight, memory.recall_count + 1)
+        # One statement for all hits: per-row updates were most of a shard's recall cost.
+        await tx.record_recall_hits(turn.user_id, hits, turn.at)
+        return hits
 
     async def drain(self) -> None:
         """Wait for background recall-hit bookkeeping (tests, shutdown)."""

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from engram.actors.hit_writer import HitWriter
 from engram.actors.mailbox import MailboxClosedError, MailboxHost
 from engram.actors.memory_service import MemoryService
 from engram.actors.structured_writer import StructuredWriter
@@ -80,6 +81,8 @@ class WritePath:
         self.recorder = TaskRecorder(service.metadata.transaction)
         # add_structured tasks of all users are processed in groups (each from its user's mailbox).
         self.structured = StructuredWriter(service, max_attempts=max_attempts, yield_to=self.recorder.settled)
+        # Recall-hit bookkeeping of all users in grouped transactions (each from its user's mailbox).
+        self.hits = HitWriter(service.record_recall_hit_turns)
         # The ids the last ``resume`` queued (the first RESUMED_IDS_KEPT): what a crash left unfinished.
         self.resumed_task_ids: list[str] = []
         # Tasks queued or running on the mailboxes (engram_tasks_pending).
@@ -286,7 +289,7 @@ class WritePath:
     def record_recall_hits(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
         """Queue recall-hit bookkeeping (R4) on the user's mailbox; never blocks the recall."""
         ids = list(memory_ids)
-        self.host.submit_nowait(user_id, lambda: self.service.record_recall_hits(user_id, ids, at))
+        self.host.submit_nowait(user_id, lambda: self.hits.record(user_id, ids, at))
 
     # --- recovery and shutdown ----------------------------------------------------------------
 

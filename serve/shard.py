@@ -204,6 +204,7 @@ class ShardActor(ForwardPrivacyHelpers):
         return {
             **write_path.host.stats(),
             **write_path.recorder.stats(),
+            **write_path.hits.stats(),
             "resumed_task_ids": list(write_path.resumed_task_ids),
         }
 
