@@ -66,6 +66,11 @@ class TaskRecorder:
         if waiting:
             await asyncio.wait(waiting)
 
+    @property
+    def waiting(self) -> bool:
+        """Whether any accepted task is waiting for its commit now."""
+        return bool(self._queue) or any(not done.done() for _, done in self._inflight)
+
     def stats(self) -> dict[str, int]:
         """Groups committed and tasks recorded (counts only)."""
         return {"groups": self.groups, "recorded": self.recorded}

@@ -80,7 +80,12 @@ class WritePath:
         # Accepted tasks are committed in groups (an acknowledgement still waits for its commit).
         self.recorder = TaskRecorder(service.metadata.transaction)
         # add_structured tasks of all users are processed in groups (each from its user's mailbox).
-        self.structured = StructuredWriter(service, max_attempts=max_attempts, yield_to=self.recorder.settled)
+        self.structured = StructuredWriter(
+            service,
+            max_attempts=max_attempts,
+            yield_to=self.recorder.settled,
+            pressure=lambda: self.recorder.waiting,
+        )
         # Recall-hit bookkeeping of all users in grouped transactions (each from its user's mailbox).
         self.hits = HitWriter(service.record_recall_hit_turns)
         # The ids the last ``resume`` queued (the first RESUMED_IDS_KEPT): what a crash left unfinished.
