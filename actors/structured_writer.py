@@ -5,9 +5,11 @@ before taking the next), but the work of every task handed in while a group is b
 into the next group: one transaction that starts them all, one embedding call, one transaction
 that stores every user's memories (bulk where the limits leave room, ``stage_structured``) and
 marks each task DONE with them (a task's effect and its DONE commit together; a refused one,
-42901 or 42902, writes nothing and ends FAILED), one vector upsert per user. A group whose
-transaction fails is retried one task at a time; a task that fails alone stays unfinished for
-the next ``resume``, as every write task does.
+42901 or 42902, writes nothing and ends FAILED), then the vectors. While acknowledgements wait for
+SQLite's write lock, that transaction is cut into parts of about ``STAGE_BUDGET_S`` (whole users
+each), so an acknowledgement never waits for a whole group. A group whose transaction fails is
+retried one task at a time (tasks of parts already committed are skipped); a task that fails
+alone stays unfinished for the next ``resume``, as every write task does.
 """
 
 from __future__ import annotations
