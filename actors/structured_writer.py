@@ -24,9 +24,9 @@ from datetime import datetime
 import numpy as np
 from pydantic import ValidationError
 
+from engram.actors.group_commit import settle
 from engram.actors.memory_service import MemoryService, StagedMemories
 from engram.actors.sensitive import screened_request
-from engram.actors.task_recorder import settle
 from engram.models.api import AddStructuredRequest, BatchItemResult, Decision
 from engram.models.domain import WriteTask
 from engram.models.enums import TaskStatus
