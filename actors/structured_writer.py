@@ -173,20 +173,18 @@ class StructuredWriter:
         # Under waiting acknowledgements the users' memories commit in several transactions of
         # about STAGE_BUDGET_S each (a user's items always in one): the write lock is never held
         # long enough to queue an acknowledgement behind a whole group. Otherwise one transaction.
-        remaining = list(by_user.values())
-        first = True
-        while first or remaining:
-            if not first and self._yield_to is not None:
+        remaining = list(by_user.items())
+        await self._commit_users(remaining, list(failed.items()), tasks, now, vectors, row_of)
+        while remaining:
+            if self._yield_to is not None:
                 await self._yield_to()
-            finishing = list(failed.items()) if first else []
-            first = False
-            await self._commit_users(remaining, finishing, tasks, now, vectors, row_of)
+            await self._commit_users(remaining, [], tasks, now, vectors, row_of)
         self.groups += 1
         self.tasks += len(group)
 
     async def _commit_users(
         self,
-        remaining: list[list[_Item]],
+        remaining: list[tuple[str, list[_Item]]],
         failed: list[tuple[str, tuple[str, str]]],
         tasks: Mapping[str, WriteTask],
         now: datetime,
@@ -197,14 +195,14 @@ class StructuredWriter:
         with ``failed`` ones, in one transaction; then write their vectors."""
         staged_all: list[tuple[StagedMemories, list[int]]] = []
         async with self.service.metadata.transaction() as tx:
-            await tx.prefetch_ciphers({items[0].request.user_id for items in remaining if items[0].request})
+            await tx.prefetch_ciphers(user_id for user_id, _ in remaining)
             outcomes = [
                 TaskOutcome(task_id, user_id, TaskStatus.FAILED, None, error)
                 for task_id, (user_id, error) in failed
             ]
             began = time.perf_counter()
             while remaining:
-                items = remaining.pop(0)
+                _, items = remaining.pop(0)
                 requests = [item.request for item in items if item.request is not None]
                 staged = await self.service.stage_structured(tx, requests, now)
                 outcomes += [

@@ -303,12 +303,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     import ray
     from ray import serve
 
-    from engram.loadtest.run import _free_port, _wait_for_warm_snapshots, seeded_copy
+    from engram.loadtest.run import _wait_for_warm_snapshots, seeded_copy
     from engram.models.rules.sharding import shard_name
     from engram.serve.app import deploy, recall_app_name
+    from engram.serve.http_front import free_port
 
     data_dir = seeded_copy(args.users, args.memories, Path(args.seed_cache) if args.seed_cache else None)
-    settings = _settings(args, data_dir, _free_port())
+    settings = _settings(args, data_dir, free_port())
     # A Ray of its own, always: "auto" would join a cluster running here (another engineer's, a
     # test's) and the shutdown below would stop that cluster's Serve apps.
     ray.init(address="local", include_dashboard=False, namespace="serve", log_to_driver=False)

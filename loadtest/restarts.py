@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from engram.models.domain import WriteTask, utcnow
 from engram.models.enums import TaskStatus
 from engram.models.ids import new_id
 from engram.models.settings import Settings
+from engram.serve.http_front import free_port
 from engram.storage.database import create_engine
 from engram.storage.keyring import check_master_key, keyring_for
 from engram.storage.metadata import MetadataStore
@@ -100,13 +100,6 @@ class RunResult:
     error: str = ""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class _Output:
     """Collects a child's output on a thread (a full pipe would stall it) and notes a marker line."""
 
@@ -157,7 +150,7 @@ def _poll_done(url: str, task_ids: Sequence[str], deadline: float) -> tuple[bool
 def one_run(run: int, config: Path, settings: Settings, tasks_per_run: int, limit_s: float) -> RunResult:
     """Seed pending tasks, start the service, wait for them, stop it."""
     task_ids = asyncio.run(seed_pending_tasks(settings, [f"restart-user-{run % 5}"], tasks_per_run))
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, ENGRAM_CONFIG=str(config), PYTHONUNBUFFERED="1")
     began = time.monotonic()

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import httpx
 
 from engram.loadtest.mix import DEFAULT_MIX, format_mix, parse_mix, total_rate
 from engram.models.settings import Settings
-from engram.serve.http_front import LocalFront, prepare_local_front
+from engram.serve.http_front import LocalFront, free_port, prepare_local_front
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 SEED_MARKER = "engram-seed.json"
@@ -40,13 +39,6 @@ def answers(url: str) -> bool:
         return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def run(
@@ -160,7 +152,7 @@ def _start_app(
         storage={"data_dir": data_dir},
         # One fixed Recall replica, as the R7 figures were measured (docs/benchmarks.md).
         serve={
-            "port": _free_port(),
+            "port": free_port(),
             "app_name": "engram-loadtest",
             "recall_replicas": 1,
             "recall_autoscaling": None,
