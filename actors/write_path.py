@@ -15,6 +15,7 @@ FAILED would lose an accepted write, retrying at once could spin, so it waits fo
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -78,7 +79,8 @@ class WritePath:
         # Task kinds added by other layers (export): the handler runs on the mailbox and finishes the task.
         self.handlers: dict[str, Callable[[WriteTask], Awaitable[None]]] = {}
         # Accepted tasks are committed in groups (an acknowledgement still waits for its commit).
-        self.recorder = TaskRecorder(service.metadata.transaction)
+        # Urgent: an acknowledgement waits for each of its commits (storage.write_gate).
+        self.recorder = TaskRecorder(functools.partial(service.metadata.transaction, urgent=True))
         # add_structured tasks of all users are processed in groups (each from its user's mailbox).
         self.structured = StructuredWriter(
             service,

@@ -22,9 +22,10 @@ from sqlalchemy.sql.elements import ColumnElement
 from engram.models.domain import ChangeLogEntry, Memory, WriteTask
 from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status, TaskStatus
 from engram.storage.crypto import ContentCipher
-from engram.storage.database import READONLY_OPTION
+from engram.storage.database import READONLY_OPTION, is_sqlite
 from engram.storage.keyring import KeyRing
 from engram.storage.schema import capacity_counters, change_log, memories, user_versions, write_tasks
+from engram.storage.write_gate import WriteGate
 
 _UNFINISHED = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
 
@@ -54,18 +55,26 @@ def keyset_after(
 class MetadataStore:
     """Opens transactions over the metadata database."""
 
-    def __init__(self, engine: AsyncEngine, keyring: KeyRing) -> None:
+    def __init__(self, engine: AsyncEngine, keyring: KeyRing, *, write_wait_s: float | None = None) -> None:
+        """``write_wait_s``: the longest a SQLite writer of this process queues for its turn."""
         self.engine = engine
         self.keyring = keyring
         self._reader = engine.execution_options(**{READONLY_OPTION: True})
+        # SQLite's writers queue in-process (storage.write_gate); a server database needs no gate.
+        self.write_gate = WriteGate(write_wait_s) if is_sqlite(engine) else None
 
     @asynccontextmanager
-    async def transaction(self, *, readonly: bool = False) -> AsyncIterator[MetadataTx]:
+    async def transaction(self, *, readonly: bool = False, urgent: bool = False) -> AsyncIterator[MetadataTx]:
         """One database transaction; commits on normal exit, rolls back on an exception.
 
         ``readonly`` transactions must not write (on SQLite they do not take the write lock).
+        ``urgent``: an acknowledgement waits for this write; on SQLite it goes ahead of the others.
         """
-        async with (self._reader if readonly else self.engine).begin() as conn:
+        if readonly or self.write_gate is None:
+            async with (self._reader if readonly else self.engine).begin() as conn:
+                yield MetadataTx(conn, self.keyring)
+            return
+        async with self.write_gate.held(urgent=urgent), self.engine.begin() as conn:
             yield MetadataTx(conn, self.keyring)
 
     async def close(self) -> None:

@@ -54,7 +54,9 @@ async def open_stores(
     if callable(warm_up):
         # Loads the weights, or asks a remote embedder for its dimension (checked below).
         await asyncio.to_thread(warm_up)
-    metadata = MetadataStore(engine, keyring_for(storage, key_provider))
+    metadata = MetadataStore(
+        engine, keyring_for(storage, key_provider), write_wait_s=storage.sqlite_busy_timeout_ms / 1000
+    )
     # Before anything is sealed: a process without the master key the stored data keys were
     # wrapped under stops here, with the reason, instead of creating a second master key.
     async with engine.connect() as conn:

@@ -1,0 +1,76 @@
+"""Write transactions through the metadata store's gate, on real SQLite (and none on PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from engram.storage.crypto import LocalKeyFileProvider
+from engram.storage.database import create_engine
+from engram.storage.keyring import KeyRing
+from engram.storage.metadata import MetadataStore
+from engram.storage.migrate import upgrade
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def store(database_url: str, tmp_path: Path) -> MetadataStore:
+    engine = create_engine(database_url)
+    await upgrade(engine)
+    store = MetadataStore(engine, KeyRing(LocalKeyFileProvider(tmp_path / "master.key")), write_wait_s=5.0)
+    yield store  # type: ignore[misc]
+    await store.close()
+
+
+async def test_on_sqlite_an_acknowledgement_commit_goes_ahead_of_queued_writers(
+    store: MetadataStore, database_url: str
+) -> None:
+    if not database_url.startswith("sqlite"):
+        assert store.write_gate is None  # a server database takes its writers side by side
+        return
+    assert store.write_gate is not None
+    entered: list[str] = []
+    release = asyncio.Event()
+
+    async def holder() -> None:
+        async with store.transaction() as tx:
+            await tx.bump_version("u-holder")
+            entered.append("holder")
+            await release.wait()
+
+    async def writer(name: str, *, urgent: bool = False) -> None:
+        async with store.transaction(urgent=urgent) as tx:
+            entered.append(name)
+            await tx.bump_version(f"u-{name}")
+
+    first = asyncio.create_task(holder())
+    while not entered:
+        await asyncio.sleep(0.001)
+    others = [asyncio.create_task(writer(f"w{i}")) for i in range(3)]
+    while store.write_gate.waiting < 3:
+        await asyncio.sleep(0.001)
+    ack = asyncio.create_task(writer("ack", urgent=True))
+    while store.write_gate.waiting < 4:
+        await asyncio.sleep(0.001)
+    # Readers never queue behind the writers.
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.version("u-holder") == 0  # not committed yet
+    release.set()
+    await asyncio.gather(first, *others, ack)
+    assert entered == ["holder", "ack", "w0", "w1", "w2"]
+    async with store.transaction(readonly=True) as tx:
+        assert [await tx.version(f"u-{n}") for n in ("holder", "ack", "w0", "w1", "w2")] == [1] * 5
+
+
+async def test_a_write_that_fails_rolls_back_and_lets_the_next_writer_in(store: MetadataStore) -> None:
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await tx.bump_version("u1")
+            raise RuntimeError("fails inside the transaction")
+    async with store.transaction(urgent=True) as tx:
+        await tx.bump_version("u2")
+    async with store.transaction(readonly=True) as tx:
+        assert (await tx.version("u1"), await tx.version("u2")) == (0, 1)
