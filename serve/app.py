@@ -13,7 +13,6 @@ the HTTP contract and, for Python callers, the same operations (recall included)
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections.abc import Sequence
@@ -38,6 +37,7 @@ from engram.serve.backend import EngramBackend
 from engram.serve.extraction import ExtractionDeployment, extraction_options
 from engram.serve.gate import GatedBackend, SwitchReader
 from engram.serve.handle_lookup import LazyDeploymentHandle
+from engram.serve.heap import freeze_long_lived
 from engram.serve.http_app import RECALL_PATH, build_http_app
 from engram.serve.metrics import install_ray_metrics
 from engram.serve.operations import Operation, Operations, forward_operations
@@ -139,15 +139,13 @@ class RecallDeployment:
         except Exception as exc:  # a failed warm-up only means slower first recalls
             log.warning("snapshot warm-up stopped: %s", type(exc).__name__)
         # A thousand warm snapshots are a million long-lived objects, and every full collection
-        # walked them all: ~170 ms with the replica stalled, every ~12 s under load
-        # (docs/benchmarks.md). Frozen objects are skipped by the collector (still freed by refcount).
-        gc.collect()
-        gc.freeze()
+        # walked them all: ~170 ms with the replica stalled, every ~12 s under load.
+        frozen = freeze_long_lived()
         self._warm_state = {
             "done": 1.0,
             "users": float(users),
             "seconds": time.monotonic() - started,
-            "frozen_objects": float(gc.get_freeze_count()),
+            "frozen_objects": float(frozen),
         }
 
     def __serve_build_asgi_app__(self) -> FastAPI:
@@ -255,6 +253,7 @@ class Ingress(ForwardPrivacyHelpers):
         startup_notice(settings.auth, settings.serve.host)
         # One per app, however many Ingress replicas; it reads lifecycle.scheduler_enabled each day.
         self._scheduler = start_scheduler(settings)
+        freeze_long_lived()  # a full collection of the start-up heap stalled every request
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         """This replica's HTTP app (called by Serve once the constructor is done)."""

@@ -168,3 +168,13 @@ def test_recall_replica_freezes_its_warm_snapshots(engram_app: RunningApp) -> No
     assert state["done"] == 1.0
     # The collector no longer walks what the warm-up loaded (full collections stalled recall).
     assert state["frozen_objects"] > 0
+
+
+def test_the_shard_freezes_its_start_up_heap(engram_app: RunningApp) -> None:
+    import ray
+
+    from engram.models.rules.sharding import shard_name
+
+    shard = ray.get_actor(shard_name(engram_app.settings.serve.app_name, 0), namespace="serve")
+    # Full collections of the start-up heap stalled every acknowledgement ~120 ms (#11).
+    assert ray.get(shard.write_stats.remote())["frozen_objects"] > 0
