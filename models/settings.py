@@ -374,6 +374,8 @@ class StorageSettings(BaseModel):
     # apart, backed up on their own schedule: then a purge's crypto-shred also holds against
     # backups of the content (docs/privacy.md).
     key_database_url: str = ""
+    # How long a SQLite writer waits for the write lock: in this process's queue (storage/write_gate.py)
+    # and in SQLite's busy handler (another process holds it).
     sqlite_busy_timeout_ms: int = Field(5000, ge=0)
 
     def resolved_database_url(self) -> str:
