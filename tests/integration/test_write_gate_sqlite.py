@@ -34,11 +34,13 @@ async def test_on_sqlite_an_acknowledgement_commit_goes_ahead_of_queued_writers(
     assert store.write_gate is not None
     entered: list[str] = []
     release = asyncio.Event()
+    holding = asyncio.Event()
 
     async def holder() -> None:
         async with store.transaction() as tx:
             await tx.bump_version("u-holder")
             entered.append("holder")
+            holding.set()
             await release.wait()
 
     async def writer(name: str, *, urgent: bool = False) -> None:
@@ -47,14 +49,14 @@ async def test_on_sqlite_an_acknowledgement_commit_goes_ahead_of_queued_writers(
             await tx.bump_version(f"u-{name}")
 
     first = asyncio.create_task(holder())
-    while not entered:
-        await asyncio.sleep(0.001)
+    await holding.wait()
+    # A writer reaches the gate in its first step (no I/O before it): one turn of the loop queues it.
     others = [asyncio.create_task(writer(f"w{i}")) for i in range(3)]
-    while store.write_gate.waiting < 3:
-        await asyncio.sleep(0.001)
+    await asyncio.sleep(0)
+    assert store.write_gate.waiting == 3
     ack = asyncio.create_task(writer("ack", urgent=True))
-    while store.write_gate.waiting < 4:
-        await asyncio.sleep(0.001)
+    await asyncio.sleep(0)
+    assert store.write_gate.waiting == 4
     # Readers never queue behind the writers.
     async with store.transaction(readonly=True) as tx:
         assert await tx.version("u-holder") == 0  # not committed yet
@@ -66,10 +68,13 @@ async def test_on_sqlite_an_acknowledgement_commit_goes_ahead_of_queued_writers(
 
 
 async def test_a_write_that_fails_rolls_back_and_lets_the_next_writer_in(store: MetadataStore) -> None:
-    with pytest.raises(RuntimeError):
+    async def failing() -> None:
         async with store.transaction() as tx:
             await tx.bump_version("u1")
             raise RuntimeError("fails inside the transaction")
+
+    with pytest.raises(RuntimeError):
+        await failing()
     async with store.transaction(urgent=True) as tx:
         await tx.bump_version("u2")
     async with store.transaction(readonly=True) as tx:

@@ -17,9 +17,26 @@ async def _queue(gate: WriteGate, order: list[str], name: str, *, urgent: bool =
         await asyncio.sleep(0)
 
 
-async def _until_waiting(gate: WriteGate, count: int) -> None:
-    while gate.waiting < count:
-        await asyncio.sleep(0)
+async def _queued(gate: WriteGate, count: int) -> None:
+    """One turn of the loop: every writer task created before it runs up to its wait at the gate."""
+    await asyncio.sleep(0)
+    assert gate.waiting == count
+
+
+async def _hold(
+    gate: WriteGate, release: asyncio.Event, order: list[str], name: str, *, urgent: bool = False
+) -> asyncio.Task[None]:
+    """A writer that holds the gate until ``release`` is set; returned once it holds it."""
+
+    async def holder() -> None:
+        async with gate.held(urgent=urgent):
+            order.append(name)
+            await release.wait()
+
+    task = asyncio.create_task(holder())
+    await asyncio.sleep(0)  # the gate is free: the holder takes it in its first step
+    assert order[-1] == name
+    return task
 
 
 async def test_one_holder_at_a_time_in_arrival_order() -> None:
@@ -47,18 +64,11 @@ async def test_an_urgent_writer_goes_ahead_of_the_queued_ones() -> None:
     gate = WriteGate()
     order: list[str] = []
     release = asyncio.Event()
-
-    async def first() -> None:
-        async with gate.held():
-            order.append("first")
-            await release.wait()
-
-    holder = asyncio.create_task(first())
-    await asyncio.sleep(0)
+    holder = await _hold(gate, release, order, "first")
     queued = [asyncio.create_task(_queue(gate, order, f"n{i}")) for i in range(2)]
-    await _until_waiting(gate, 2)
+    await _queued(gate, 2)
     ack = asyncio.create_task(_queue(gate, order, "ack", urgent=True))
-    await _until_waiting(gate, 3)
+    await _queued(gate, 3)
     release.set()
     await asyncio.gather(holder, *queued, ack)
     assert order == ["first", "ack", "n0", "n1"]
@@ -68,17 +78,10 @@ async def test_urgent_writers_alternate_with_the_others_so_none_starves() -> Non
     gate = WriteGate()
     order: list[str] = []
     release = asyncio.Event()
-
-    async def first() -> None:
-        async with gate.held(urgent=True):
-            order.append("a0")
-            await release.wait()
-
-    holder = asyncio.create_task(first())
-    await asyncio.sleep(0)
+    holder = await _hold(gate, release, order, "a0", urgent=True)
     tasks = [asyncio.create_task(_queue(gate, order, f"n{i}")) for i in range(2)]
     tasks += [asyncio.create_task(_queue(gate, order, f"a{i}", urgent=True)) for i in (1, 2)]
-    await _until_waiting(gate, 4)
+    await _queued(gate, 4)
     release.set()
     await asyncio.gather(holder, *tasks)
     # After an urgent holder a waiting normal writer has its turn, then urgent again.
@@ -89,21 +92,15 @@ async def test_a_writer_that_waits_too_long_fails_and_the_queue_moves_on() -> No
     gate = WriteGate(limit_s=0.01)
     release = asyncio.Event()
     order: list[str] = []
-
-    async def first() -> None:
-        async with gate.held():
-            await release.wait()
-
-    holder = asyncio.create_task(first())
-    await asyncio.sleep(0)
+    holder = await _hold(gate, release, order, "holder")
     with pytest.raises(WriteGateTimeoutError, match="SQLite write turn"):
         async with gate.held():
             order.append("late")  # pragma: no cover - never reached
     after = asyncio.create_task(_queue(gate, order, "after"))
-    await _until_waiting(gate, 1)
+    await _queued(gate, 1)
     release.set()
     await asyncio.gather(holder, after)
-    assert order == ["after"]
+    assert order == ["holder", "after"]
     assert gate.waiting == 0
 
 
@@ -111,24 +108,18 @@ async def test_a_cancelled_waiter_gives_up_its_place() -> None:
     gate = WriteGate()
     release = asyncio.Event()
     order: list[str] = []
-
-    async def first() -> None:
-        async with gate.held():
-            await release.wait()
-
-    holder = asyncio.create_task(first())
-    await asyncio.sleep(0)
+    holder = await _hold(gate, release, order, "holder")
     gone = asyncio.create_task(_queue(gate, order, "gone"))
     kept = asyncio.create_task(_queue(gate, order, "kept"))
-    await _until_waiting(gate, 2)
+    await _queued(gate, 2)
     gone.cancel()
     release.set()
     await asyncio.gather(holder, kept)
-    assert gone.cancelled() and order == ["kept"]
+    assert gone.cancelled() and order == ["holder", "kept"]
     # Free again: a new writer enters at once.
     async with gate.held():
         order.append("free")
-    assert order == ["kept", "free"]
+    assert order == ["holder", "kept", "free"]
 
 
 async def test_a_failing_holder_still_hands_the_gate_on() -> None:
