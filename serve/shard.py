@@ -179,15 +179,18 @@ class ShardActor(ForwardPrivacyHelpers):
         self._frozen = False
 
     async def ready(self) -> int:
-        await self._shard.backend()
-        if not self._frozen:
-            # The stores, the embedder and the resumed tasks are in: a full collection of that heap
-            # stalled every acknowledgement ~120 ms, about every 30 s under writes.
-            self._frozen = freeze_long_lived() > 0
+        await self.operation_backend()
         return self._shard.index
 
     async def operation_backend(self) -> LocalBackend:
-        return await self._shard.backend()
+        backend = await self._shard.backend()
+        if not self._frozen:
+            # Started (also after a restart, which no ready() call follows): the stores, the
+            # embedder and the resumed tasks are in. A full collection of that heap stalled every
+            # acknowledgement ~120 ms, about every 30 s under writes.
+            self._frozen = True
+            freeze_long_lived()
+        return backend
 
     async def get_vectors(self, memory_ids: list[str]) -> dict[str, np.ndarray]:
         return await self._shard.get_vectors(memory_ids)
@@ -207,7 +210,7 @@ class ShardActor(ForwardPrivacyHelpers):
     async def write_stats(self) -> dict[str, Any]:
         """Counts of the write path, and the ids of the tasks this incarnation resumed at start
         (crash tests prove with them that the crash landed while tasks were unfinished)."""
-        write_path = (await self._shard.backend()).write_path
+        write_path = (await self.operation_backend()).write_path
         return {
             **write_path.host.stats(),
             **write_path.recorder.stats(),

@@ -48,8 +48,11 @@ def test_killed_shard_loses_and_duplicates_nothing(engram_app: RunningApp) -> No
 
     assert_all_done_exactly_once(engram_app.url, accepted, facts_per_user=per_user)
     # The crash landed mid-work: the restarted shard found some of these tasks unfinished.
-    resumed = set(ray.get(shard.write_stats.remote())["resumed_task_ids"])
+    restarted = ray.get(shard.write_stats.remote())
+    resumed = set(restarted["resumed_task_ids"])
     assert resumed & {task_id for _, task_id in accepted}, "the kill landed after every task had finished"
+    # The restarted incarnation froze its start-up heap too (no ready() call follows a restart).
+    assert restarted["frozen_objects"] > 0
 
 
 def test_killed_shard_mid_group_loses_no_structured_write(engram_app: RunningApp) -> None:
