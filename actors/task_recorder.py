@@ -15,7 +15,6 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from engram.actors.group_commit import GroupCommit
-from engram.actors.group_commit import settle as settle
 from engram.models.domain import WriteTask
 
 

@@ -49,7 +49,8 @@ class WriteGate:
             self._release()
 
     async def _acquire(self, urgent: bool) -> None:
-        if not self._held and not self.waiting:
+        # Free means nobody waits: a release with writers queued hands the gate straight on.
+        if not self._held:
             self._held = True
             return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
