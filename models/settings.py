@@ -23,6 +23,8 @@ from pydantic_settings import (
 from engram.models.enums import MemType, Ownership, SensitiveCategory
 
 CONFIG_ENV_VAR = "ENGRAM_CONFIG"
+# What a stop needs after the shards' grace: Serve's shutdown, Ray's, the sweep of leftovers.
+STOP_RESERVE_S = 8.0
 
 
 class InitialWeights(BaseModel):
@@ -277,9 +279,22 @@ class ServeSettings(BaseModel):
     deployment_wait_s: float = Field(120.0, gt=0)
     # On stop, a shard finishes its queued writes for up to this long; what is left stays durable
     # and resumes on the next start.
-    stop_grace_s: float = Field(30.0, ge=0)
+    stop_grace_s: float = Field(10.0, ge=0)
+    # The whole stop of `engram serve`, from the signal to its last process (serve/server_process.py):
+    # past it whatever still runs is killed. Below the 30 s that Kubernetes and most supervisors
+    # wait before their own SIGKILL; the shards' grace must leave Serve and Ray time to stop.
+    stop_timeout_s: float = Field(20.0, gt=0)
     # Engram's memory tools for agents over MCP (streamable HTTP at /mcp on the ingress).
     mcp: bool = True
+
+    @model_validator(mode="after")
+    def _stop_fits(self) -> ServeSettings:
+        if self.stop_grace_s + STOP_RESERVE_S > self.stop_timeout_s:
+            raise ValueError(
+                f"serve.stop_grace_s ({self.stop_grace_s:g}) must leave {STOP_RESERVE_S:g} s of "
+                f"serve.stop_timeout_s ({self.stop_timeout_s:g}) for Serve and Ray to stop"
+            )
+        return self
 
 
 class ArchiveSettings(BaseModel):

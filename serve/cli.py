@@ -18,8 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from engram.models.settings import Settings, load_settings
-from engram.serve.http_front import prepare_local_front
+from engram.models.settings import load_settings
 from engram.storage.database import create_engine
 from engram.storage.migrate import upgrade
 
@@ -71,8 +70,9 @@ def _positive_int(text: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """Start Ray (local), Serve and the app on the configured host and port; Ctrl-C stops it cleanly."""
+    """Start the service and supervise it until a signal stops it (serve/supervisor.py)."""
     from engram.serve.auth import AUTH_OFF_WARNING, startup_notice
+    from engram.serve.supervisor import ServerCommand, supervise
 
     settings = load_settings(args.config)
     if args.host is not None:
@@ -85,101 +85,7 @@ def _serve(args: argparse.Namespace) -> int:
     if refusal is not None:
         print(refusal, file=sys.stderr)
         return 2
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local single-user cluster (DESIGN, Ray facts)
-    joins_cluster = bool(os.environ.get("RAY_ADDRESS"))
-    # Before Ray and Serve are imported and started: their processes read the front from the environment.
-    front = None if joins_cluster else prepare_local_front(settings.serve)
-    import ray
-    from ray import serve
-
-    from engram.serve.app import deploy
-    from engram.serve.metrics import export_port_refusal
-
-    metrics_refusal = export_port_refusal(settings.metrics.export_port)
-    if metrics_refusal is not None:
-        print(metrics_refusal, file=sys.stderr)
-        if front is not None:
-            front.close()
-        return 2
-    # Engram's metrics and Ray's and Serve's own go out on this port (docs/operations.md, Metrics).
-    ray.init(
-        # A Ray of its own unless RAY_ADDRESS names a cluster: never one that merely runs here.
-        address=os.environ.get("RAY_ADDRESS") or "local",
-        include_dashboard=False,
-        namespace="serve",
-        log_to_driver=False,
-        _metrics_export_port=settings.metrics.export_port or None,
-    )
-    code = 0
-    try:
-        serve.start(http_options={"host": settings.serve.host, "port": settings.serve.port})
-        try:
-            deploy(settings)
-        except Exception as exc:
-            _print_deploy_failure(exc)
-            code = 1
-        else:
-            print(
-                f"Engram listens on http://{settings.serve.host}:{settings.serve.port} (Ctrl-C stops it)",
-                flush=True,
-            )
-            signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    except KeyboardInterrupt:
-        pass
-    finally:
-        print("stopping Engram ...", file=sys.stderr, flush=True)
-        code = _stop(settings) or code
-        if front is not None:
-            front.close()
-    return code
-
-
-def _print_deploy_failure(exc: BaseException) -> None:
-    """The reason Serve gave for a failed deployment (otherwise only in Ray's log files)."""
-    from ray import serve
-
-    from engram.serve.startup_report import deployment_failures
-
-    print(f"Engram failed to start: {exc}", file=sys.stderr, flush=True)
-    try:
-        report = deployment_failures(serve.status())
-    except Exception as status_exc:  # Serve itself may be what failed
-        report = [f"(Serve's status could not be read: {type(status_exc).__name__}: {status_exc})"]
-    for line in report:
-        print(line, file=sys.stderr, flush=True)
-
-
-def _stop(settings: Settings) -> int:
-    """Stop whatever the start reached: shards finish queued writes (extraction still up), then
-    Serve and Ray go. Every step runs even when an earlier one failed; returns 1 if any did."""
-    import ray
-    from ray import serve
-
-    from engram.models.rules.sharding import shard_name
-
-    code = 0
-    shards = []
-    for i in range(settings.serve.shard_count):
-        with contextlib.suppress(ValueError):  # never created
-            shards.append(ray.get_actor(shard_name(settings.serve.app_name, i), namespace="serve"))
-    # Shards close before Serve goes: their queued tasks may still need the Extraction deployment.
-    for shard in shards:
-        try:
-            ray.get(shard.close.remote(), timeout=settings.serve.stop_grace_s + 60)
-        except Exception as exc:
-            print(f"closing a shard failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            code = 1
-    try:
-        serve.shutdown()  # type: ignore[no-untyped-call]
-    except Exception as exc:
-        print(f"stopping Serve failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        code = 1
-    for shard in shards:
-        with contextlib.suppress(Exception):  # already gone
-            ray.kill(shard)
-    ray.shutdown()
-    return code
+    return supervise(settings, ServerCommand(args.config, args.host, args.port))
 
 
 def _http_front_option(parser: argparse.ArgumentParser) -> None:

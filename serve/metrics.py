@@ -7,7 +7,6 @@ exports each as ``ray_<name>`` with its own series (``ray_serve_*``) on every no
 
 from __future__ import annotations
 
-import socket
 from types import ModuleType
 
 from ray import serve
@@ -53,21 +52,3 @@ def _in_replica() -> bool:
     except Exception:  # RayServeException: not inside a replica
         return False
     return True
-
-
-def export_port_refusal(port: int) -> str | None:
-    """Why Ray could not export metrics on ``port`` (taken), or None. A taken port does not fail
-    ``ray.init`` but stalls it until Ray's start-up times out, so ``engram serve`` checks first."""
-    if port == 0:
-        return None  # Ray picks a free one
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        # As Ray's exporter binds: every interface (the loopback only on a loopback node), reuse on.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("", port))
-        except OSError:
-            return (
-                f"metrics.export_port {port} is in use: set ENGRAM_METRICS__EXPORT_PORT "
-                "(or metrics.export_port) to a free port, or 0 to let Ray pick one"
-            )
-    return None

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from engram.storage.processes import parent_death_signal
+
 DEFAULT_PORT = 19530
 # The embedded etcd of the standalone binary always listens on these (its client and peer ports):
 # one such server per machine at a time.
@@ -164,7 +166,10 @@ def _launch(data_dir: Path, port: int) -> MilvusServerProcess:
     data_dir.mkdir(parents=True, exist_ok=True)
     log = (data_dir / "launcher.log").open("ab")
     # A process group of its own: the launcher runs the server binary as a child, and stop() must
-    # reach both, also when the caller is killed.
+    # reach both, also when the caller is killed. And should the caller die without a stop (a
+    # SIGKILL), the kernel sends the launcher SIGINT, on which it stops the binary (Ctrl-C's path):
+    # the server never outlives its owner. (The signal follows the thread that started it: call
+    # this from a thread that lives as long as the server, as the main thread does.)
     process = subprocess.Popen(  # noqa: S603
         [
             sys.executable,
@@ -178,9 +183,14 @@ def _launch(data_dir: Path, port: int) -> MilvusServerProcess:
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_dies_with_its_owner,  # only a prctl: safe between fork and exec
     )
     log.close()
     return MilvusServerProcess(f"http://127.0.0.1:{port}", data_dir, process)
+
+
+def _dies_with_its_owner() -> None:
+    parent_death_signal(signal.SIGINT)
 
 
 @contextlib.contextmanager

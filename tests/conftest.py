@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +17,17 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from engram.actors.memory_service import MemoryService
 from engram.models.settings import Settings
 from engram.storage.embedders import Embedder, UseEmbedder
+from engram.storage.processes import end_processes, processes_marked
 from engram.storage.stores import Stores, open_stores
+
+# Every process a test run starts, whoever starts it and wherever it moves (Ray's, HAProxy, servers,
+# children of children), inherits this run's mark: at the end the run checks none is left.
+TEST_RUN_ENV = "ENGRAM_TEST_RUN"
+os.environ[TEST_RUN_ENV] = uuid.uuid4().hex
+# A 2-core machine under load starts Ray's GCS slower than Ray's 30 s default allows.
+os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "180")
+# How long the run waits at its end for processes on their way out (Ray's, after its shutdown).
+LEFTOVER_WAIT_S = 30.0
 
 POSTGRES_URL = os.environ.get("ENGRAM_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 # Engram's tests get a database of their own beside ``test``, emptied before each test; runs that
@@ -162,3 +174,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             unmarked.append(item.nodeid)
     if unmarked:
         raise pytest.UsageError(f"tests without their folder's marker: {', '.join(unmarked[:10])}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any process it started is still alive once every fixture has stopped."""
+    mark = os.environ[TEST_RUN_ENV]
+    deadline = time.monotonic() + LEFTOVER_WAIT_S
+    left = processes_marked(TEST_RUN_ENV, mark)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)  # processes on their way out, bounded
+        left = processes_marked(TEST_RUN_ENV, mark)
+    if not left:
+        return
+    names = ", ".join(f"{p.pid} ({p.name})" for p in left)
+    end_processes(left, grace_s=2.0)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = f"the test run left {len(left)} process(es) alive, now ended: {names}"
+    if reporter is not None:
+        reporter.write_line(message, red=True)
+    else:
+        print(message)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -37,6 +37,8 @@ RECALL_REPLICAS = 2  # its recall_autoscaling.min_replicas
 # Each node claims more logical CPUs than the machine has cores: placement counts them, the
 # actors mostly wait on I/O, and two nodes of 2 could not hold 4 shards, 2 replicas and the rest.
 NODE_CPUS = 6
+# Nodes joining on a loaded 2-core machine (Ray's default wait is 30 s).
+NODE_START_S = 180
 
 
 @dataclass
@@ -100,27 +102,31 @@ def _run_profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distribut
     from ray.cluster_utils import Cluster
 
     from engram.serve.app import deploy
-    from engram.serve.shard import shard_options
 
     root = tmp_path_factory.mktemp("engram-distributed")
     database_url = _fresh_database()
-    milvus = start_milvus_server(root / "milvus", port=free_port())
-    # The one master key of the cluster, given to every node's processes through their environment
-    # (storage.key_provider: secret), as a Kubernetes Secret would be.
-    key_env = "ENGRAM_MASTER_KEY"
-    os.environ[key_env] = base64.b64encode(secrets.token_bytes(32)).decode()
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": NODE_CPUS, "include_dashboard": False},
-    )
-    worker = cluster.add_node(num_cpus=NODE_CPUS)
-    cluster.wait_for_nodes()
-    settings = distributed_settings(root / "data", database_url, milvus.uri, free_port())
-    autoscaling = settings.serve.recall_autoscaling
-    assert settings.serve.shard_count == SHARDS and settings.storage.key_provider == "secret"
-    assert autoscaling is not None and autoscaling.min_replicas == RECALL_REPLICAS
-    ray.init(address=cluster.address, namespace="serve", log_to_driver=False)
-    try:
+    # Each resource is handed to the stack the moment it exists, so a start that fails half way
+    # (a cluster that times out on a loaded machine) still stops the Milvus server and the rest.
+    with contextlib.ExitStack() as undo:
+        milvus = start_milvus_server(root / "milvus", port=free_port())
+        undo.callback(milvus.stop)
+        # The one master key of the cluster, given to every node's processes through their
+        # environment (storage.key_provider: secret), as a Kubernetes Secret would be.
+        key_env = "ENGRAM_MASTER_KEY"
+        os.environ[key_env] = base64.b64encode(secrets.token_bytes(32)).decode()
+        cluster = Cluster()
+        undo.callback(cluster.shutdown)
+        cluster.add_node(num_cpus=NODE_CPUS, include_dashboard=False, wait=False)  # the head
+        worker = cluster.add_node(num_cpus=NODE_CPUS, wait=False)
+        cluster.wait_for_nodes(timeout=NODE_START_S)
+        settings = distributed_settings(root / "data", database_url, milvus.uri, free_port())
+        autoscaling = settings.serve.recall_autoscaling
+        assert settings.serve.shard_count == SHARDS and settings.storage.key_provider == "secret"
+        assert autoscaling is not None and autoscaling.min_replicas == RECALL_REPLICAS
+        ray.init(address=cluster.address, namespace="serve", log_to_driver=False)
+        undo.callback(ray.shutdown)
+        undo.callback(_kill_shards, settings)
+        undo.callback(_shutdown_serve)
         # One HTTP proxy, on the head: two nodes on one machine cannot both bind the port.
         serve.start(
             proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": settings.serve.port}
@@ -134,15 +140,23 @@ def _run_profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distribut
             RunningApp(f"http://127.0.0.1:{settings.serve.port}", settings),
             key_env,
         )
-    finally:
-        with contextlib.suppress(Exception):
-            serve.shutdown()
-        for i in range(settings.serve.shard_count):
-            with contextlib.suppress(ValueError):
-                ray.kill(ray.get_actor(shard_options(settings, i)["name"], namespace="serve"))
-        ray.shutdown()
-        cluster.shutdown()
-        milvus.stop()
+
+
+def _shutdown_serve() -> None:
+    from ray import serve
+
+    with contextlib.suppress(Exception):
+        serve.shutdown()
+
+
+def _kill_shards(settings: Settings) -> None:
+    import ray
+
+    from engram.serve.shard import shard_options
+
+    for i in range(settings.serve.shard_count):
+        with contextlib.suppress(ValueError):
+            ray.kill(ray.get_actor(shard_options(settings, i)["name"], namespace="serve"))
 
 
 @pytest.fixture(scope="session")

@@ -47,33 +47,40 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
     import ray
     from ray import serve
 
-    from engram.models.rules.sharding import shard_name
     from engram.serve.app import deploy
 
-    # As many CPUs as the machines this runs on (2): replicas must fit there too.
-    metrics_port = free_port()
-    ray.init(
-        # Always a Ray of its own: never a cluster another run started here (tests/distributed).
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        namespace="serve",
-        _metrics_export_port=metrics_port,
-    )
-    serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
-    deploy(settings)
-    try:
+    # Every step is undone on every path: a start that fails half way stops what it started.
+    with contextlib.ExitStack() as undo:
+        undo.callback(front.close)
+        # As many CPUs as the machines this runs on (2): replicas must fit there too.
+        metrics_port = free_port()
+        ray.init(
+            # Always a Ray of its own: never a cluster another run started here (tests/distributed).
+            address="local",
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            namespace="serve",
+            _metrics_export_port=metrics_port,
+        )
+        undo.callback(ray.shutdown)
+        undo.callback(_kill_shards, settings)
+        undo.callback(serve.shutdown)
+        serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
+        deploy(settings)
         yield RunningApp(
             f"http://127.0.0.1:{settings.serve.port}", settings, f"http://127.0.0.1:{metrics_port}/metrics"
         )
-    finally:
-        serve.shutdown()
-        for i in range(settings.serve.shard_count):
-            with contextlib.suppress(ValueError):  # already gone
-                ray.kill(ray.get_actor(shard_name(settings.serve.app_name, i), namespace="serve"))
-        ray.shutdown()
-        front.close()
+
+
+def _kill_shards(settings: Settings) -> None:
+    import ray
+
+    from engram.models.rules.sharding import shard_name
+
+    for i in range(settings.serve.shard_count):
+        with contextlib.suppress(ValueError):  # already gone
+            ray.kill(ray.get_actor(shard_name(settings.serve.app_name, i), namespace="serve"))
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from engram.serve.metrics import export_port_refusal
+from engram.serve.supervisor import export_port_refusal
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration

@@ -75,3 +75,11 @@ def test_default_paths_live_under_the_data_dir(tmp_path: Path) -> None:
     assert storage.resolved_database_url() == f"sqlite+aiosqlite:///{tmp_path / 'engram.db'}"
     assert storage.resolved_milvus_uri() == str(tmp_path / "vectors.db")
     assert storage.resolved_master_key_file() == tmp_path / "master.key"
+
+
+def test_the_shards_grace_must_leave_the_stop_time_for_serve_and_ray() -> None:
+    serve = Settings().serve
+    assert serve.stop_grace_s + 8 <= serve.stop_timeout_s <= 25, "a stop ends before a supervisor's 30 s"
+    with pytest.raises(ValidationError, match=r"must leave 8 s of serve\.stop_timeout_s"):
+        Settings(serve={"stop_grace_s": 15, "stop_timeout_s": 20})
+    assert Settings(serve={"stop_grace_s": 30, "stop_timeout_s": 60}).serve.stop_timeout_s == 60

@@ -1,0 +1,63 @@
+"""The server process without Ray, for the supervisor's tests (tests/integration/test_supervisor.py).
+
+It uses serve/server_process.py's own stop machinery (the Stopper, the supervisor watch, the sweep
+of leftovers) and starts one grandchild in a session of its own, which only the run's marker can
+find. ``--mode``:
+
+- ``obedient``: stops on the first signal, ends its leftovers, exits 0;
+- ``careless``: stops on the first signal but leaves the grandchild for the supervisor to end;
+- ``stubborn``: ignores SIGTERM (a server wedged in its stop).
+
+Each signal it receives is appended to ``<data_dir>/signals`` so a test can count them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import FrameType
+
+from engram.models.settings import Settings
+from engram.serve.server_process import Stopper, StopRequested, _end_leftovers, watch_parent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--parent-fd", type=int, required=True)
+    parser.add_argument("--mode", choices=("obedient", "careless", "stubborn"), required=True)
+    parser.add_argument("--data-dir", type=Path, required=True)
+    args = parser.parse_args()
+    settings = Settings(storage={"data_dir": args.data_dir}, serve={"stop_grace_s": 0, "stop_timeout_s": 9})
+    stopper = Stopper(os.environ["ENGRAM_RUN_ID"], settings.serve.stop_timeout_s)
+    log = args.data_dir / "signals"
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        with log.open("a") as out:
+            out.write(f"{signal.Signals(signum).name}\n")
+        if args.mode != "stubborn":
+            stopper._on_signal(signum, frame)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    watch_parent(args.parent_fd)
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    print("Engram listens on stub", flush=True)
+    try:
+        while True:
+            signal.pause()
+    except StopRequested:
+        pass
+    stopper.begin()
+    print("stopping Engram ...", file=sys.stderr, flush=True)
+    if args.mode == "obedient":
+        _end_leftovers(settings, stopper)
+    stopper.finished()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
