@@ -245,6 +245,8 @@ def _run(settings: Settings, command: ServerArgv, lock: RunLock) -> int:
     env = dict(os.environ)
     env[RUN_ID_ENV] = run_id
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # Ray waits 30 s for its GCS to start; a loaded 2-core machine has taken longer.
+    env.setdefault("RAY_gcs_server_port_wait_time_s", "120")
     # The server's Ray reads its HTTP front from the environment (unless it joins a cluster).
     front = None if env.get("RAY_ADDRESS") else prepare_local_front(settings.serve, environ=env)
     me = read_process(os.getpid())
