@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import httpx
+
+from tests.support.crash_facts import FACTS
+
+
+def accept_adds(url: str, users: Sequence[str], facts: Sequence[str] = FACTS) -> list[tuple[str, str]]:
+    """Post every fact for every user as an ``add`` at once; the acknowledged (user, task id) pairs."""
+
+    async def accept_all() -> list[tuple[str, str]]:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            bodies = [
+                (u, {"user_id": u, "messages": [{"role": "user", "content": f}]})
+                for u in users
+                for f in facts
+            ]
+            answers = await asyncio.gather(*(http.post("/memory/v1/add", json=b) for _, b in bodies))
+        refused = [a.json() for a in answers if a.status_code != 200 or a.json()["code"] != 0]
+        assert not refused, f"{len(refused)} adds refused, first: {refused[0]}"
+        return [(u, a.json()["data"]["task_id"]) for (u, _), a in zip(bodies, answers, strict=True)]
+
+    return asyncio.run(accept_all())
 
 
 def assert_all_done_exactly_once(
@@ -28,3 +49,13 @@ def assert_all_done_exactly_once(
             log = http.post("/memory/v1/change_log", json={"user_id": user, "limit": 500}).json()["data"]
             added = [c["content_after"] for c in log["changes"] if c["op_type"] == "ADD"]
             assert len(added) == len(set(added)) == facts_per_user, "each fact is stored exactly once"
+
+
+def unfinished_users(url: str, accepted: list[tuple[str, str]]) -> int:
+    """How many users' last tasks are not DONE yet (a user's tasks run in order): work in flight."""
+    last = dict(accepted)
+    with httpx.Client(base_url=url, timeout=30) as http:
+        states = [
+            http.post("/memory/v1/task", json={"task_id": t}).json()["data"]["status"] for t in last.values()
+        ]
+    return sum(1 for s in states if s != "DONE")

@@ -77,6 +77,15 @@ def runs() -> Iterator[list[Supervised]]:
                 os.kill(p.pid, signal.SIGKILL)
 
 
+def _listening(
+    runs: list[Supervised], data_dir: Path, mode: str = "obedient"
+) -> tuple[Supervised, RunRecord, list[ProcessInfo]]:
+    """A supervised stub run that listens (kept for the fixture to clean up), its record and processes."""
+    run = Supervised(data_dir, mode=mode)
+    runs.append(run)
+    return run, run.wait_listening(), run.run_processes()
+
+
 def _gone_within(processes: list[ProcessInfo], limit_s: float) -> list[ProcessInfo]:
     deadline = time.monotonic() + limit_s
     while any(is_alive(p) for p in processes) and time.monotonic() < deadline:
@@ -87,10 +96,7 @@ def _gone_within(processes: list[ProcessInfo], limit_s: float) -> list[ProcessIn
 def test_signals_to_the_group_stop_the_server_once_and_nothing_is_left(
     tmp_path: Path, runs: list[Supervised]
 ) -> None:
-    run = Supervised(tmp_path / "data")
-    runs.append(run)
-    record = run.wait_listening()
-    marked = run.run_processes()
+    run, record, marked = _listening(runs, tmp_path / "data")
     assert {p.pid for p in marked} >= {record.server_pid}
     assert len(marked) >= 2, "the server and its grandchild carry the run's id"
     # As make forwards SIGTERM to its child after the group got it: three signals, one stop.
@@ -110,10 +116,7 @@ def test_signals_to_the_group_stop_the_server_once_and_nothing_is_left(
 def test_a_server_that_leaves_a_process_behind_has_it_ended_by_the_supervisor(
     tmp_path: Path, runs: list[Supervised]
 ) -> None:
-    run = Supervised(tmp_path / "data", mode="careless")
-    runs.append(run)
-    run.wait_listening()
-    marked = run.run_processes()
+    run, _, marked = _listening(runs, tmp_path / "data", "careless")
     os.kill(run.process.pid, signal.SIGTERM)
     assert run.wait() == 0
     assert "ended 1 process(es) the server left" in run.output.text()
@@ -121,10 +124,7 @@ def test_a_server_that_leaves_a_process_behind_has_it_ended_by_the_supervisor(
 
 
 def test_a_server_that_never_stops_is_killed_past_the_bound(tmp_path: Path, runs: list[Supervised]) -> None:
-    run = Supervised(tmp_path / "data", mode="stubborn")
-    runs.append(run)
-    run.wait_listening()
-    marked = run.run_processes()
+    run, _, marked = _listening(runs, tmp_path / "data", "stubborn")
     began = time.monotonic()
     os.kill(run.process.pid, signal.SIGTERM)
     assert run.wait(limit_s=60) == 1
@@ -137,10 +137,7 @@ def test_a_server_that_never_stops_is_killed_past_the_bound(tmp_path: Path, runs
 def test_a_killed_supervisor_leaves_a_server_that_stops_by_itself(
     tmp_path: Path, runs: list[Supervised]
 ) -> None:
-    run = Supervised(tmp_path / "data")
-    runs.append(run)
-    record = run.wait_listening()
-    marked = run.run_processes()
+    run, record, marked = _listening(runs, tmp_path / "data")
     run.process.kill()
     assert run.wait() == -signal.SIGKILL
     # The server read end-of-file on the supervisor's pipe, stopped and swept its own leftovers.
@@ -152,10 +149,7 @@ def test_a_killed_supervisor_leaves_a_server_that_stops_by_itself(
 def test_a_killed_server_has_its_leftovers_ended_and_the_supervisor_exits_1(
     tmp_path: Path, runs: list[Supervised]
 ) -> None:
-    run = Supervised(tmp_path / "data")
-    runs.append(run)
-    record = run.wait_listening()
-    marked = run.run_processes()
+    run, record, marked = _listening(runs, tmp_path / "data")
     os.kill(record.server_pid, signal.SIGKILL)
     assert run.wait() == 1
     assert "was killed by SIGKILL" in run.output.text()
@@ -194,9 +188,7 @@ def test_a_start_reclaims_what_a_crashed_run_left_and_says_so(tmp_path: Path, ru
 
 
 def test_a_second_start_on_a_data_directory_in_use_exits_2(tmp_path: Path, runs: list[Supervised]) -> None:
-    first = Supervised(tmp_path / "data")
-    runs.append(first)
-    first.wait_listening()
+    first, _, _ = _listening(runs, tmp_path / "data")
     second = Supervised(tmp_path / "data")
     runs.append(second)
     assert second.wait() == 2
