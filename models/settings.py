@@ -7,12 +7,14 @@ Values come from, in priority order: keyword arguments, ``ENGRAM_*`` environment
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import math
 import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -365,6 +367,24 @@ class LimitSettings(BaseModel):
     # 0 turns the limit off. ``user_burst`` requests may arrive at once after a quiet spell.
     user_rate_per_s: float = Field(50.0, ge=0)
     user_burst: int = Field(200, ge=1)
+    # Requests per second one API key may make through one replica, all its apps and users
+    # together (a tenant's total: protects the service; another key's traffic never counts here).
+    # The user limit above is then counted per key, app and user. 0 turns it off.
+    key_rate_per_s: float = Field(500.0, ge=0)
+    key_burst: int = Field(1000, ge=1)
+    # Failed authentications (40101) one client address may make per minute in one replica before
+    # its unproven keys get 42903; ``auth_failure_burst`` may come at once. 0 turns it off.
+    auth_failures_per_minute: float = Field(10.0, ge=0)
+    auth_failure_burst: int = Field(20, ge=1)
+    # Proxies whose X-Forwarded-For is believed (addresses or networks, e.g. "127.0.0.1/32"): the
+    # client address is then the right-most forwarded address that is not one of them. Empty: the
+    # connection's address, whatever the headers say (docs/operations.md, "Rate limits").
+    trusted_proxies: list[str] = Field(default_factory=list)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        return [str(ipaddress.ip_network(v.strip(), strict=False)) for v in value]
 
 
 class StorageSettings(BaseModel):
@@ -408,10 +428,19 @@ class StorageSettings(BaseModel):
 
 class ApiKey(BaseModel):
     """One API key (P4): the apps it may use, whether it may reach the users' global memories, the
-    one user it may be bound to, and whether it may call the privacy routes."""
+    one user it may be bound to, and whether it may call the privacy routes.
+
+    The key is given either as is (``key``) or as its SHA-256 in hex (``key_sha256``, what
+    ``engram keys hash`` prints): the hash is enough to check a presented key. Frozen, so that a
+    change is a new object (the authenticator notices it).
+    """
+
+    # Errors never repeat the input: it holds keys.
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
 
     name: str = Field(min_length=1, max_length=64)
-    key: SecretStr = Field(min_length=16)
+    key: SecretStr | None = Field(None, min_length=16)
+    key_sha256: SecretStr | None = None
     # "*" grants every app.
     app_ids: list[str] = Field(default_factory=list)
     # The user's global memories (requests without an app_id, GLOBAL writes, include_global
@@ -422,16 +451,50 @@ class ApiKey(BaseModel):
     user_id: str | None = Field(None, min_length=1, max_length=128)
     admin: bool = False
 
+    @field_validator("key_sha256")
+    @classmethod
+    def _hex(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        hexdigest = value.get_secret_value().strip().lower()
+        if len(hexdigest) != 64 or any(c not in "0123456789abcdef" for c in hexdigest):
+            # The value is not repeated: it may be a key pasted into the wrong field.
+            raise ValueError("key_sha256 must be 64 hex digits (engram keys hash)")
+        return SecretStr(hexdigest)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ApiKey:
+        if (self.key is None) == (self.key_sha256 is None):
+            raise ValueError(f"auth.api_keys {self.name}: give exactly one of key and key_sha256")
+        return self
+
+    def digest(self) -> bytes:
+        """The SHA-256 of the key: what a presented key's own digest is compared with."""
+        if self.key_sha256 is not None:
+            return bytes.fromhex(self.key_sha256.get_secret_value())
+        assert self.key is not None  # one of the two, checked above
+        return key_digest(self.key.get_secret_value())
+
+
+def key_digest(key: str) -> bytes:
+    """SHA-256 of an API key as sent (keys are long random strings: no salt or stretching needed)."""
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
 
 class AuthSettings(BaseModel):
-    """Authentication of callers; no keys means auth is off (only a loopback bind is then allowed)."""
+    """Authentication of callers; no keys means auth is off (only a loopback bind is then allowed).
+
+    ``api_keys`` may change at run time (Serve ``user_config``, serve/settings_update.py).
+    """
+
+    model_config = ConfigDict(hide_input_in_errors=True)
 
     api_keys: list[ApiKey] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_keys(self) -> AuthSettings:
-        secrets = [k.key.get_secret_value() for k in self.api_keys]
-        if len(set(secrets)) != len(secrets) or len({k.name for k in self.api_keys}) != len(self.api_keys):
+        digests = [k.digest() for k in self.api_keys]
+        if len(set(digests)) != len(digests) or len({k.name for k in self.api_keys}) != len(self.api_keys):
             raise ValueError("auth.api_keys: names and keys must be unique")
         return self
 
@@ -533,6 +596,8 @@ class Settings(BaseSettings):
         env_prefix="ENGRAM_",
         env_nested_delimiter="__",
         extra="forbid",
+        # A refused value is never repeated in the error: it may be an API key or a token.
+        hide_input_in_errors=True,
     )
 
     weights: InitialWeights = Field(default_factory=InitialWeights)

@@ -119,7 +119,7 @@ class RecallDeployment:
         self._shards = shard_actors(settings)
         self._gate = GatedBackend(_RecallRoute(self), SwitchReader(settings.storage))
         self._http_backend = cast(EngramBackend, RateLimitedBackend(self._gate, RateLimiter(settings.limits)))
-        self._authenticator = Authenticator(settings.auth)
+        self._authenticator = Authenticator(settings.auth, settings.limits)
         self._recaller: Recaller | None = None
         self._hits: HitBuffer | None = None
         self._embedder = build_embedder(settings.embedder)
@@ -249,7 +249,7 @@ class Ingress(ForwardPrivacyHelpers):
         # Rate limits first: a runaway caller costs no switch lookup either (42903).
         self._limited = RateLimitedBackend(self._gate, RateLimiter(settings.limits))
         self._backend: EngramBackend = cast(EngramBackend, self._limited)
-        self._authenticator = Authenticator(settings.auth)
+        self._authenticator = Authenticator(settings.auth, settings.limits)
         startup_notice(settings.auth, settings.serve.host)
         # One per app, however many Ingress replicas; it reads lifecycle.scheduler_enabled each day.
         self._scheduler = start_scheduler(settings)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,9 +26,12 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.models.errors import EngramError, ErrorCode
-from engram.models.settings import AuthSettings
+from engram.models.metrics import METRICS
+from engram.models.settings import ApiKey, AuthSettings, LimitSettings, key_digest
+from engram.serve.auth_throttle import FailureThrottle, client_address, peer_of
 from engram.serve.envelope import envelope
 from engram.serve.operations import ACCESS_BY_PATH, Access
+from engram.serve.rate_limit import calling_as
 
 log = logging.getLogger(__name__)
 
@@ -65,37 +69,86 @@ OPEN = Principal(name="auth-off", app_ids=frozenset({ANY_APP}), global_scope=Tru
 
 
 class Authenticator:
-    """Checks presented keys against the configured ones in constant time."""
+    """Checks presented keys against the configured ones: SHA-256 digests compared in constant time.
 
-    def __init__(self, settings: AuthSettings) -> None:
-        self._keys = [
-            (
-                k.key.get_secret_value().encode(),
-                Principal(k.name, frozenset(k.app_ids), k.global_scope, k.admin, k.user_id),
-            )
-            for k in settings.api_keys
-        ]
+    Reads ``settings.api_keys`` on every call, so keys added or revoked at run time (O1) count at
+    once. With ``limits``, failures are throttled per client address (``serve.auth_throttle``).
+    Never logs a key or a digest.
+    """
+
+    def __init__(
+        self,
+        settings: AuthSettings,
+        limits: LimitSettings | None = None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        self._limits = limits
+        self._throttle = FailureThrottle(limits, monotonic=monotonic) if limits is not None else None
+        self._source: list[ApiKey] = []
+        self._keys: list[tuple[bytes, Principal]] = []
+
+    def _table(self) -> list[tuple[bytes, Principal]]:
+        current = self._settings.api_keys
+        # ApiKey is frozen: a change is a new object (or a new list), seen by identity.
+        if len(current) != len(self._source) or any(
+            a is not b for a, b in zip(current, self._source, strict=True)
+        ):
+            self._keys = [
+                (k.digest(), Principal(k.name, frozenset(k.app_ids), k.global_scope, k.admin, k.user_id))
+                for k in current
+            ]
+            self._source = list(current)
+        return self._keys
 
     @property
     def enabled(self) -> bool:
         """True when at least one key is configured."""
-        return bool(self._keys)
+        return bool(self._table())
 
-    def authenticate(self, presented: str | None) -> Principal:
-        """The key's principal; 40101 when it is missing or matches no key."""
-        if not self.enabled:
+    def client_address(self, peer: str, forwarded_for: str = "") -> str:
+        """The address a request's failures count against (``limits.trusted_proxies`` applied)."""
+        trusted = self._limits.trusted_proxies if self._limits is not None else []
+        return client_address(peer, forwarded_for, trusted)
+
+    def authenticate(self, presented: str | None, client: str | None = None) -> Principal:
+        """The key's principal; 40101 when it is missing or matches no key, 42903 while ``client``
+        (an address, see ``client_address``) is over its failures with a key it has not proven."""
+        keys = self._table()
+        if not keys:
             return OPEN
-        if not presented:
-            raise EngramError(ErrorCode.UNAUTHENTICATED, "an API key is required")
-        given = presented.encode()
-        found: Principal | None = None
-        for secret, principal in self._keys:
-            # Every key is compared, so the time taken does not tell which one came close.
-            if hmac.compare_digest(secret, given):
-                found = principal
+        found = _match(keys, presented)
+        throttle = self._throttle if client is not None else None
+        if throttle is not None and client is not None:
+            if throttle.locked(client):
+                # The key was checked all the same (constant work), but only one already proven
+                # from this address passes: a guess learns nothing.
+                if found is None or not throttle.proven(client, found.name):
+                    METRICS.rate_limited.inc(1, {"op": "authenticate"})
+                    message = "too many failed authentications from this address; retry later"
+                    raise EngramError(ErrorCode.RATE_LIMITED, message)
+                return found
+            if found is None:
+                throttle.failed(client)
+            else:
+                throttle.succeeded(client, found.name)
         if found is None:
-            raise EngramError(ErrorCode.UNAUTHENTICATED, "the API key is not valid")
+            message = "the API key is not valid" if presented else "an API key is required"
+            raise EngramError(ErrorCode.UNAUTHENTICATED, message)
         return found
+
+
+def _match(keys: Sequence[tuple[bytes, Principal]], presented: str | None) -> Principal | None:
+    if not presented:
+        return None
+    given = key_digest(presented)
+    found: Principal | None = None
+    for digest, principal in keys:
+        # Every key is compared, so the time taken does not tell which one came close.
+        if hmac.compare_digest(digest, given):
+            found = principal
+    return found
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
@@ -221,16 +274,21 @@ class AuthGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
         route = path[len(self.prefix) :]
         try:
-            principal = auth.authenticate(presented_key(headers))
-            body, replay = await _buffer(receive)
-            if not principal.admin or principal.user_id is not None:
-                await self._authorize(principal, route, body)
+            # Failures are throttled per client address (serve.auth_throttle).
+            principal = auth.authenticate(presented_key(headers), auth.client_address(*peer_of(scope)))
         except EngramError as exc:
-            # Names the key, never the body: ids and counts only in logs (P3).
-            log.info("refused %s with %d (key %s)", route, exc.code.value, _key_name(auth, headers))
-            await _refuse(exc, scope, receive, send)
+            await _refused(exc, route, auth, headers, scope, receive, send)
             return
-        await self.app(scope, replay, send)
+        # The rate limits count what this request does against its key (serve.rate_limit).
+        with calling_as(principal.name):
+            try:
+                body, replay = await _buffer(receive)
+                if not principal.admin or principal.user_id is not None:
+                    await self._authorize(principal, route, body)
+            except EngramError as exc:
+                await _refused(exc, route, auth, headers, scope, receive, send)
+                return
+            await self.app(scope, replay, send)
 
     async def _authorize(self, principal: Principal, route: str, raw: bytes) -> None:
         try:
@@ -271,6 +329,20 @@ async def _buffer(receive: Receive) -> tuple[bytes, Receive]:
         return await receive()
 
     return body, replay
+
+
+async def _refused(
+    exc: EngramError,
+    route: str,
+    auth: Authenticator,
+    headers: Mapping[str, str],
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+) -> None:
+    # Names the key, never the body nor the key itself: ids and counts only in logs (P3).
+    log.info("refused %s with %d (key %s)", route, exc.code.value, _key_name(auth, headers))
+    await _refuse(exc, scope, receive, send)
 
 
 async def _refuse(exc: EngramError, scope: Scope, receive: Receive, send: Send) -> None:

@@ -294,6 +294,28 @@ def _keys_rotate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _keys_hash(_args: argparse.Namespace) -> int:
+    """Print the SHA-256 of the API key read on stdin (for ``key_sha256`` in ``auth.api_keys``)."""
+    from engram.serve.api_keys import key_sha256, read_key
+
+    try:
+        key = read_key(sys.stdin)
+    except ValueError as exc:
+        print(f"engram keys hash: {exc} (e.g. engram keys hash < key.txt)", file=sys.stderr)
+        return 2
+    print(key_sha256(key))
+    return 0
+
+
+def _keys_new(_args: argparse.Namespace) -> int:
+    """Print a new random API key and its SHA-256, as one JSON line."""
+    from engram.serve.api_keys import key_sha256, new_key
+
+    key = new_key()
+    print(json.dumps({"key": key, "key_sha256": key_sha256(key)}))
+    return 0
+
+
 def _dev_services(args: argparse.Namespace) -> int:
     """Start the distributed profile's services on this machine (a Milvus server, the PostgreSQL
     database) and block until Ctrl-C; prints one JSON line of the settings to point Engram at."""
@@ -460,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reembed.add_argument("--batch-users", type=_positive_int, default=64, help="users per progress line")
     reembed.set_defaults(func=_reembed)
-    keys = commands.add_parser("keys", help="manage the master key")
+    keys = commands.add_parser("keys", help="manage the master key; make API keys and their hashes")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
     rotate = key_commands.add_parser(
         "rotate", help="re-wrap every user's data key under a new master key (resumable; progress as JSON)"
@@ -470,6 +492,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-old", help="also write the old master key to this file (else it is gone once rotated)"
     )
     rotate.set_defaults(func=_keys_rotate)
+    key_commands.add_parser(
+        "hash", help="print the SHA-256 of the API key on stdin (auth.api_keys[].key_sha256)"
+    ).set_defaults(func=_keys_hash)
+    key_commands.add_parser(
+        "new", help="print a new random API key and its SHA-256 as one JSON line"
+    ).set_defaults(func=_keys_new)
     evaluation = commands.add_parser("eval", help="run an offline evaluation")
     benchmarks = evaluation.add_subparsers(dest="benchmark", required=True)
     locomo = benchmarks.add_parser(

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from engram.models.errors import EngramError
 from engram.serve.auth import Authenticator, presented_key
 from engram.serve.client import AsyncEngramClient
-from engram.serve.mcp_tools import Credentials, build_mcp_server
+from engram.serve.mcp_tools import CLIENT, Credentials, build_mcp_server
 
 MCP_PATH = "/mcp"
 
@@ -30,9 +30,11 @@ def add_mcp_route(app: FastAPI, auth: Callable[[], Authenticator]) -> None:
 
     @asynccontextmanager
     async def clients(credentials: Credentials) -> AsyncIterator[AsyncEngramClient]:
-        transport = httpx.ASGITransport(app=app)
+        headers = dict(credentials)
+        # The routes see the MCP caller's address, so its failed keys count against it alone.
+        transport = httpx.ASGITransport(app=app, client=(headers.pop(CLIENT, "127.0.0.1"), 0))
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://engram.internal", headers=credentials, timeout=60
+            transport=transport, base_url="http://engram.internal", headers=headers, timeout=60
         ) as http:
             yield AsyncEngramClient("http://engram.internal", client=http)
 
@@ -40,8 +42,12 @@ def add_mcp_route(app: FastAPI, auth: Callable[[], Authenticator]) -> None:
         authenticator = auth()
         if not authenticator.enabled:
             return None
+        # Throttled like the guard: otherwise a bound key could be guessed here at full speed.
+        client = authenticator.client_address(
+            credentials.get(CLIENT, ""), credentials.get("x-forwarded-for", "")
+        )
         try:
-            return authenticator.authenticate(presented_key(credentials)).user_id
+            return authenticator.authenticate(presented_key(credentials), client).user_id
         except EngramError:
             return None  # the call itself is refused with the guard's code
 

@@ -50,8 +50,11 @@ INSTRUCTIONS = (
     "to their user: always pass the same user_id for the same person."
 )
 
-# The caller's credentials: the Authorization or X-API-Key header of an HTTP request (None on stdio).
+# The caller's credentials: the Authorization or X-API-Key header of an HTTP request, with its
+# X-Forwarded-For and its connection's peer address under CLIENT (empty on stdio).
 Credentials = dict[str, str]
+CLIENT = ":client"
+"""Where ``Credentials`` keep the peer address (not a header name: no request can send it)."""
 # Opens a client that acts with the given credentials.
 ClientFactory = Callable[[Credentials], AbstractAsyncContextManager[AsyncEngramClient]]
 # The user a key is bound to, if any (lets a personal agent's key omit user_id).
@@ -82,11 +85,17 @@ class TaskState(BaseModel):
 
 
 def credentials_of(ctx: Context | None) -> Credentials:
-    """The caller's API key headers, as received over HTTP (nothing on stdio)."""
+    """The caller's API key headers and address, as received over HTTP (nothing on stdio)."""
     headers = getattr(ctx, "headers", None) if ctx is not None else None
     if headers is None:
         return {}
-    return {name: headers[name] for name in ("authorization", "x-api-key") if headers.get(name)}
+    names = ("authorization", "x-api-key", "x-forwarded-for")
+    credentials = {name: headers[name] for name in names if headers.get(name)}
+    # Failed keys are throttled per client address: the in-process calls act from the caller's.
+    peer = getattr(getattr(getattr(ctx, "request_context", None), "request", None), "client", None)
+    if peer is not None and getattr(peer, "host", None):
+        credentials[CLIENT] = str(peer.host)
+    return credentials
 
 
 def build_mcp_server(clients: ClientFactory, bound_user: BoundUser | None = None) -> MCPServer:

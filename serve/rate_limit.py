@@ -1,8 +1,14 @@
-"""Per-user request rate limits at the ingress (C9 42903): a token bucket per user id.
+"""Request rate limits at the ingress (C9 42903): token buckets per API key, per key, app and user.
 
-Buckets live in each ingress replica, so with N replicas a user may reach up to N times the rate;
-the limit protects the service from a runaway agent, it is not a billing meter. The settings object
-is read on every call, so a ``user_config`` change applies at once (O1).
+With a key (auth on), a request counts against two buckets: its key's total (``key_rate_per_s``,
+the tenant's share of the service) and its (key, app, user) bucket (``user_rate_per_s``, a runaway
+agent). Both must have a token, and then both give one, so one tenant's flood never throttles
+another key's traffic, even for the same user. Without a key (auth off, Python callers through a
+Serve handle) a request counts against its user's bucket alone.
+
+Buckets live in each replica, so with N replicas a caller may reach up to N times the rate; the
+limit protects the service, it is not a billing meter. The settings object is read on every call,
+so a ``user_config`` change applies at once (O1).
 """
 
 from __future__ import annotations
@@ -10,16 +16,33 @@ from __future__ import annotations
 import inspect
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.metrics import METRICS
 from engram.models.settings import LimitSettings
 
+CALLER_KEY: ContextVar[str | None] = ContextVar("engram_caller_key", default=None)
+"""The name of the API key the request in progress authenticated with (the auth guard sets it)."""
+
+Bucket = tuple[str, ...]
+
+
+@contextmanager
+def calling_as(key_name: str) -> Iterator[None]:
+    """Count the requests made inside the block against ``key_name``'s buckets."""
+    token = CALLER_KEY.set(key_name)
+    try:
+        yield
+    finally:
+        CALLER_KEY.reset(token)
+
 
 class RateLimiter:
-    """Token buckets by key; the least recently seen keys are forgotten beyond ``max_keys``."""
+    """Token buckets; the least recently seen ones are forgotten beyond ``max_keys``."""
 
     def __init__(
         self,
@@ -31,25 +54,48 @@ class RateLimiter:
         self._limits = limits
         self._max_keys = max_keys
         self._monotonic = monotonic
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key -> (tokens, at)
+        self._buckets: OrderedDict[Bucket, tuple[float, float]] = OrderedDict()  # -> (tokens, at)
 
-    def allow(self, key: str) -> bool:
-        """Take one token from ``key``'s bucket; False when it is empty."""
-        rate, burst = self._limits.user_rate_per_s, float(self._limits.user_burst)
-        if rate <= 0:
+    def allow(self, user_id: str | None, key_name: str | None = None, app_id: str = "") -> bool:
+        """Take a token from every bucket of the request; False, and none taken, when one is empty."""
+        limits = self._limits
+        wanted: list[tuple[Bucket, float, float]] = []
+        if key_name is None:
+            if user_id is not None:
+                wanted.append((("user", user_id), limits.user_rate_per_s, limits.user_burst))
+        else:
+            wanted.append((("key", key_name), limits.key_rate_per_s, limits.key_burst))
+            if user_id is not None:
+                bucket: Bucket = ("key-user", key_name, app_id, user_id)
+                wanted.append((bucket, limits.user_rate_per_s, limits.user_burst))
+        wanted = [(bucket, rate, burst) for bucket, rate, burst in wanted if rate > 0]
+        if not wanted:
             return True
         now = self._monotonic()
-        tokens, at = self._buckets.pop(key, (burst, now))
-        tokens = min(burst, tokens + (now - at) * rate)
-        allowed = tokens >= 1.0
-        self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
+        levels = [self._level(bucket, rate, burst, now) for bucket, rate, burst in wanted]
+        allowed = all(tokens >= 1.0 for tokens in levels)
+        for (bucket, _, _), tokens in zip(wanted, levels, strict=True):
+            self._buckets.pop(bucket, None)
+            self._buckets[bucket] = (tokens - 1.0 if allowed else tokens, now)
         while len(self._buckets) > self._max_keys:
-            self._buckets.popitem(last=False)  # a forgotten user starts again with a full bucket
+            self._buckets.popitem(last=False)  # a forgotten bucket starts again full
         return allowed
+
+    def _level(self, bucket: Bucket, rate: float, burst: float, now: float) -> float:
+        tokens, at = self._buckets.get(bucket, (burst, now))
+        return min(burst, tokens + (now - at) * rate)
+
+
+def app_of(request: Any) -> str:
+    """The app a request names ("" for none): ``app_id``, or a recall's ``scope.app_id``."""
+    app_id = getattr(request, "app_id", None)
+    if not isinstance(app_id, str):
+        app_id = getattr(getattr(request, "scope", None), "app_id", None)
+    return app_id if isinstance(app_id, str) else ""
 
 
 class RateLimitedBackend:
-    """Wraps a backend: every operation (and helper) on a request with a ``user_id`` first takes a token."""
+    """Wraps a backend: every operation (and helper on a request with a ``user_id``) first takes a token."""
 
     def __init__(self, inner: Any, limiter: RateLimiter) -> None:
         self._inner = inner
@@ -58,10 +104,15 @@ class RateLimitedBackend:
 
     def _take(self, request: Any, op: str) -> None:
         user_id = getattr(request, "user_id", None)
-        if isinstance(user_id, str) and not self._limiter.allow(user_id):
+        user = user_id if isinstance(user_id, str) else None
+        key_name = CALLER_KEY.get()
+        if user is None and key_name is None:
+            return
+        if not self._limiter.allow(user, key_name, app_of(request)):
             self.refused += 1
             METRICS.rate_limited.inc(1, {"op": op})
-            raise EngramError(ErrorCode.RATE_LIMITED, "too many requests for this user; retry later")
+            # Names neither the user nor the key: the message may reach a log or a screen.
+            raise EngramError(ErrorCode.RATE_LIMITED, "too many requests; retry later")
 
     async def call(self, op: Any, request: Any) -> Any:
         self._take(request, getattr(op, "name", "unknown"))
@@ -74,7 +125,8 @@ class RateLimitedBackend:
             return target
 
         async def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
-            self._take(request, name)
+            if hasattr(request, "user_id"):
+                self._take(request, name)
             return await target(request, *args, **kwargs)
 
         return limited

@@ -20,6 +20,7 @@ RUNTIME_SECTIONS = (
     "lifecycle",
     "limits",
     "profile",
+    "auth",
 )
 """Sections that may change while running; storage, embedder, engine and serve need a restart."""
 
@@ -29,6 +30,8 @@ def apply_overrides(settings: Settings, overrides: dict[str, Any]) -> None:
     unknown = set(overrides) - set(RUNTIME_SECTIONS)
     if unknown:
         raise ValueError(f"settings sections {sorted(unknown)} cannot change at run time")
+    if "auth" in overrides:
+        check_runtime_keys(settings, overrides["auth"])
     # Validate every section first, so that one bad value leaves all sections untouched.
     checked = {
         section: type(getattr(settings, section)).model_validate(
@@ -40,3 +43,18 @@ def apply_overrides(settings: Settings, overrides: dict[str, Any]) -> None:
         current = getattr(settings, section)
         for field_name in type(current).model_fields:
             setattr(current, field_name, getattr(validated, field_name))
+
+
+def check_runtime_keys(settings: Settings, auth: Any) -> None:
+    """Refuse a run-time ``auth`` change that would turn authentication off or carry a key in clear.
+
+    A Serve ``user_config`` is stored by Serve and shown by ``serve status``: keys added there are
+    given by their SHA-256 (``key_sha256``, ``engram keys hash``), never as ``key``.
+    """
+    keys = auth.get("api_keys") if isinstance(auth, dict) else None
+    if not isinstance(keys, list):
+        return  # the validation says what is wrong
+    if any(isinstance(k, dict) and k.get("key") is not None for k in keys):
+        raise ValueError("auth.api_keys at run time: give each key as key_sha256, not key")
+    if settings.auth.api_keys and not keys:
+        raise ValueError("auth.api_keys cannot become empty at run time: that would turn authentication off")

@@ -98,7 +98,7 @@ async def privacy_app(settings: Settings, stores: Stores, clock: Any) -> AsyncIt
     write_path = WritePath(service)
     local = LocalBackend(service, write_path)
     gate = GatedBackend(local, local.switches)
-    authenticator = Authenticator(settings.auth)
+    authenticator = Authenticator(settings.auth, settings.limits)
     app = build_http_app(
         lambda: gate,  # type: ignore[arg-type,return-value]
         max_body_bytes=settings.limits.max_request_bytes,

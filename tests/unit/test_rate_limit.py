@@ -37,3 +37,44 @@ def test_forgotten_users_are_bounded() -> None:
         assert limiter.allow(user)
     assert not limiter.allow("c")
     assert limiter.allow("a"), "the oldest bucket was dropped and starts full"
+
+
+def test_a_keys_flood_never_throttles_another_key_for_the_same_user() -> None:
+    limiter = RateLimiter(
+        LimitSettings(user_rate_per_s=1, user_burst=3, key_rate_per_s=100, key_burst=100),
+        monotonic=ManualMonotonic(),
+    )
+    assert [limiter.allow("u", "ka", "shop") for _ in range(4)] == [True, True, True, False]
+    assert limiter.allow("u", "kb", "clinic"), "another key (tenant) has buckets of its own"
+    assert limiter.allow("u", "ka", "bank"), "the same key's other app has its own user bucket"
+    assert limiter.allow("u"), "a caller without a key (auth off, a handle) counts per user"
+
+
+def test_a_keys_total_is_shared_by_its_users_and_apps_only() -> None:
+    limiter = RateLimiter(
+        LimitSettings(user_rate_per_s=10, user_burst=10, key_rate_per_s=1, key_burst=4),
+        monotonic=ManualMonotonic(),
+    )
+    assert [limiter.allow(f"u{i}", "ka", "shop") for i in range(5)] == [True] * 4 + [False]
+    assert not limiter.allow(None, "ka"), "requests without a user (task polls) count too"
+    assert limiter.allow("u0", "kb", "shop")
+
+
+def test_a_refusal_takes_no_token_from_any_bucket() -> None:
+    clock = ManualMonotonic()
+    limiter = RateLimiter(
+        LimitSettings(user_rate_per_s=1, user_burst=2, key_rate_per_s=1, key_burst=2), monotonic=clock
+    )
+    assert limiter.allow("u1", "ka") and limiter.allow("u1", "ka")
+    assert not limiter.allow("u2", "ka")  # the key's total is spent; u2's own bucket is untouched
+    clock.now += 1.0  # one key token back
+    assert limiter.allow("u2", "ka")
+    assert not limiter.allow("u1", "ka"), "u1 has one token back, the key has none left"
+
+
+def test_a_zero_key_rate_leaves_only_the_user_limit() -> None:
+    limiter = RateLimiter(
+        LimitSettings(user_rate_per_s=1, user_burst=1, key_rate_per_s=0), monotonic=ManualMonotonic()
+    )
+    assert all(limiter.allow(f"u{i}", "ka") for i in range(50))
+    assert not limiter.allow("u0", "ka")
