@@ -75,6 +75,7 @@ class PrivacyApp:
     embedder: CountingEmbedder
     engine: CountingEngine
     settings: Settings
+    asgi: Any = None  # the FastAPI app, for clients of other addresses (httpx.ASGITransport(client=...))
 
     async def post(self, route: str, body: Any, key: str | None = None) -> tuple[int, dict[str, Any]]:
         """POST a route; the HTTP status and the envelope."""
@@ -107,7 +108,7 @@ async def privacy_app(settings: Settings, stores: Stores, clock: Any) -> AsyncIt
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://engram") as http:
         try:
-            yield PrivacyApp(http, service, write_path, local, gate, embedder, engine, settings)
+            yield PrivacyApp(http, service, write_path, local, gate, embedder, engine, settings, app)
         finally:
             await write_path.close()
             await service.drain()
