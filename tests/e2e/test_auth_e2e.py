@@ -5,6 +5,7 @@ The session's app is updated in place with keys (no second Ray session), and put
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.e2e
 V1 = "/memory/v1"
 ADMIN = "e2e-admin-key-0123456789abcdef"
 SHOP = "e2e-shop-key-0123456789abcdef"
+NEW = "e2e-new-key-0123456789abcdef"
 KEYS = [
     {"name": "ops", "key": ADMIN, "admin": True},
     {"name": "shop", "key": SHOP, "app_ids": ["shop"], "global_scope": True},
@@ -108,3 +110,30 @@ def test_a_tenant_reaches_only_its_apps_and_no_privacy_route(secured: RunningApp
     with pytest.raises(EngramApiError) as refused:
         list(shop.export_lines(ExportDownloadRequest(user_id=user, task_id=task.task_id)))
     assert refused.value.code == 40303
+
+
+def test_keys_added_and_revoked_through_user_config_count_at_once(secured: RunningApp) -> None:
+    from engram.serve.app import deploy
+
+    def hashed(name: str, key: str, **grants: Any) -> dict[str, Any]:
+        return {"name": name, "key_sha256": hashlib.sha256(key.encode()).hexdigest(), **grants}
+
+    original = [hashed("ops", ADMIN, admin=True), hashed("shop", SHOP, app_ids=["shop"], global_scope=True)]
+    added = [*original, hashed("new", NEW, app_ids=["shop"], global_scope=True)]
+    user = f"auth-{uuid.uuid4().hex[:8]}"
+    recall = {"user_id": user, "query": "boots", "scope": {"app_id": "shop"}}
+    write = {"user_id": user, "app_id": "shop", "ownership": "USER", "mem_type": "SEMANTIC", "content": "x"}
+    assert post(secured, "recall", recall, NEW) == (401, 40101)
+    # Serve's reconfigure reaches every replica: the Ingress (routes, MCP) and the Recall app's.
+    deploy(secured.settings, {"auth": {"api_keys": added}})
+    try:
+        assert post(secured, "recall", recall, NEW) == (200, 20001)
+        assert post(secured, "add_structured", {**write, "sync": True}, NEW) == (200, 0)
+        deploy(secured.settings, {"auth": {"api_keys": added[:1] + added[2:]}})  # shop revoked
+        assert post(secured, "recall", recall, SHOP) == (401, 40101)
+        assert post(secured, "add_structured", write, SHOP) == (401, 40101)
+        assert post(secured, "recall", recall, NEW)[1] in (0, 20001)
+    finally:
+        deploy(secured.settings, {"auth": {"api_keys": original}})
+    assert post(secured, "recall", recall, SHOP)[1] in (0, 20001)
+    assert post(secured, "recall", recall, NEW) == (401, 40101)
