@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Sequence
 from typing import Any, cast
@@ -40,6 +41,7 @@ from engram.serve.handle_lookup import LazyDeploymentHandle
 from engram.serve.heap import freeze_long_lived
 from engram.serve.http_app import RECALL_PATH, build_http_app
 from engram.serve.metrics import install_ray_metrics
+from engram.serve.network import start_decision
 from engram.serve.operations import Operation, Operations, forward_operations
 from engram.serve.privacy_backend import ForwardPrivacyHelpers
 from engram.serve.rate_limit import RateLimitedBackend, RateLimiter
@@ -282,6 +284,13 @@ class Ingress(ForwardPrivacyHelpers):
 
 def _checked(settings: Settings | None) -> Settings:
     settings = settings or load_settings()
+    # Every way of deploying (engram serve, serve_config.yaml on a cluster, the tests) passes here:
+    # a cluster profile without Ray's token authentication is refused (serve/network.py).
+    network = start_decision(settings.serve, os.environ)
+    if network.refusal is not None:
+        raise ValueError(network.refusal)
+    if network.warning is not None:
+        log.warning(network.warning)
     if not settings.storage.milvus_uri and settings.serve.shard_count != 1:
         raise ValueError(
             "the embedded milvus-lite has one owner: serve.shard_count must be 1 without a Milvus URI"
