@@ -46,6 +46,7 @@ from engram.serve.operations import Operation, Operations, forward_operations
 from engram.serve.privacy_backend import ForwardPrivacyHelpers
 from engram.serve.rate_limit import RateLimitedBackend, RateLimiter
 from engram.serve.ray_backend import RayBackend
+from engram.serve.replica_loopback import bind_replica_grpc_to_loopback
 from engram.serve.scaling import replica_options
 from engram.serve.settings_update import apply_overrides
 from engram.serve.shard import ShardActor, shard_options
@@ -114,6 +115,7 @@ class RecallDeployment:
     # Serve awaits an async constructor on the replica's event loop.
     async def __init__(self, settings: Settings) -> None:  # type: ignore[misc]
         install_ray_metrics()
+        bind_replica_grpc_to_loopback()  # before Serve starts it, after this constructor
         self.settings = settings
         # A replica on a node without the master key refuses to start, saying why (it reads
         # content and never writes keys, so it creates none).
@@ -234,6 +236,7 @@ class Ingress(ForwardPrivacyHelpers):
     ) -> None:
         """``extraction``: the engine deployment the shards call (bound here so the app deploys it)."""
         install_ray_metrics()
+        bind_replica_grpc_to_loopback()  # before Serve starts it, after this constructor
         self.settings = settings
         self._extraction = extraction
         self._shards = shard_actors(settings)

@@ -4,8 +4,10 @@ embedded default on loopback and a cluster profile that needs Ray's token authen
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from engram.models.settings import ServeSettings, load_settings
 from engram.serve.network import (
@@ -15,6 +17,7 @@ from engram.serve.network import (
     local_ray_environment,
     start_decision,
 )
+from engram.serve.replica_loopback import loopback_address
 
 pytestmark = pytest.mark.unit
 
@@ -91,3 +94,43 @@ def test_a_local_ray_runs_on_loopback_without_tokens_unless_asked() -> None:
     assert local_ray_environment({"RAY_AUTH_MODE": "token"}) == {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     assert not joins_a_cluster({}) and not joins_a_cluster({"RAY_ADDRESS": " "})
     assert joins_a_cluster({"RAY_ADDRESS": "10.0.0.1:6379"})
+
+
+def _containers(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every container spec in a KubeRay manifest, wherever it sits (cluster pods, job submitters)."""
+    found = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("containers"), list):
+                found.extend(node["containers"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(manifest)
+    return found
+
+
+@pytest.mark.parametrize(
+    "name", ["raycluster.yaml", "rayservice.yaml", "sweep_rayjob.yaml", "lifecycle_raycronjob.yaml"]
+)
+def test_every_pod_of_the_cluster_manifests_runs_ray_with_a_token(name: str) -> None:
+    containers = _containers(yaml.safe_load((PROFILE.parent / name).read_text()))
+    assert containers
+    for container in containers:
+        env = {e["name"]: e for e in container.get("env", [])}
+        assert env["RAY_AUTH_MODE"]["value"] == "token", (name, container["name"])
+        assert env["RAY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+            "name": "engram-ray-token",
+            "key": "token",
+        }
+
+
+def test_a_replicas_wildcard_grpc_bind_moves_to_a_loopback_node_only() -> None:
+    assert loopback_address("[::]:0", "127.0.0.1") == "127.0.0.1:0"
+    assert loopback_address("[::]:0", "::1") == "[::1]:0"
+    assert loopback_address("[::]:0", "10.0.0.7") == "[::]:0"  # a cluster node's callers are elsewhere
+    assert loopback_address("10.0.0.7:9000", "127.0.0.1") == "10.0.0.7:9000"
