@@ -48,5 +48,5 @@ def bind_replica_grpc_to_loopback() -> bool:
         return original(server, loopback_address(address, node_ip))
 
     setattr(bind, _MARK, True)
-    replica.add_port_to_grpc_server = bind
+    setattr(replica, "add_port_to_grpc_server", bind)  # noqa: B010 - the module imports it by name
     return True
