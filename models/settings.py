@@ -245,6 +245,14 @@ class ServeSettings(BaseModel):
     # HAProxy straight to the ingress replicas, or Ray's own proxy actor (one more Python hop,
     # ~6 ms of CPU per request). A cluster Engram joins keeps its own front.
     http_front: Literal["haproxy", "ray"] = "haproxy"
+    # Where Ray runs (serve/network.py): "embedded" is a Ray of Engram's own on this machine, every
+    # socket on loopback; "cluster" is a Ray of several nodes (cluster/distributed.yaml), which must
+    # run with Ray's token authentication (RAY_AUTH_MODE=token). RAY_ADDRESS or a non-loopback host
+    # make a start a cluster one whatever this says.
+    ray_profile: Literal["embedded", "cluster"] = "embedded"
+    # A cluster profile without Ray's token authentication refuses to start unless this is true
+    # (then anyone who reaches a Ray port can run code on its nodes): an explicit, loud opt-out.
+    allow_unauthenticated_ray: bool = False
     app_name: str = "engram"
     # With the embedded milvus-lite only one process may own the vector file: keep 1 shard there.
     shard_count: int = Field(1, ge=1)

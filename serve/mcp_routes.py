@@ -34,9 +34,13 @@ def add_mcp_route(app: FastAPI, auth: Callable[[], Authenticator]) -> None:
         # The routes see the MCP caller's address, so its failed keys count against it alone.
         transport = httpx.ASGITransport(app=app, client=(headers.pop(CLIENT, "127.0.0.1"), 0))
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://engram.internal", headers=headers, timeout=60
+            # Loopback: the app's Host check (auth off) answers only this machine's names.
+            transport=transport,
+            base_url="http://127.0.0.1",
+            headers=headers,
+            timeout=60,
         ) as http:
-            yield AsyncEngramClient("http://engram.internal", client=http)
+            yield AsyncEngramClient("http://127.0.0.1", client=http)
 
     def bound_user(credentials: Credentials) -> str | None:
         authenticator = auth()
@@ -52,11 +56,9 @@ def add_mcp_route(app: FastAPI, auth: Callable[[], Authenticator]) -> None:
             return None  # the call itself is refused with the guard's code
 
     server = build_mcp_server(clients, bound_user)
-    # With auth off Engram listens on loopback only (P4) and keeps the SDK's DNS-rebinding check
-    # (Host must be 127.0.0.1 / localhost); with keys on, the key is the guard and any Host is fine.
-    security = (
-        None if not auth().enabled else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    )
+    # The app's own Host/Origin check (serve/host_check.py) guards /mcp as every route, with auth
+    # off, answering in the envelope: the SDK's copy of it, decided once at build time, is off.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     mcp_app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, transport_security=security
     )

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from engram.models.settings import Settings, load_settings
+from engram.serve.network import is_loopback_host, joins_a_cluster, local_ray_environment, start_decision
 from engram.storage.processes import ProcessInfo, end_processes, processes_of_run, read_process
 from engram.storage.run_record import read_record, remove_record
 
@@ -107,8 +108,19 @@ def watch_parent(fd: int) -> None:
 
 
 def serve_until_stopped(settings: Settings, stopper: Stopper) -> int:
-    """Start Ray (local unless ``RAY_ADDRESS``), Serve and the app; block until a stop; stop them."""
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local single-user cluster (DESIGN, Ray facts)
+    """Start Ray (local unless ``RAY_ADDRESS``), Serve and the app; block until a stop; stop them.
+
+    A cluster profile without Ray's token authentication is refused (exit 2) before anything
+    starts (serve/network.py); a local Ray binds every socket to loopback, or the start stops."""
+    decision = start_decision(settings.serve, os.environ)
+    if decision.refusal is not None:
+        print(decision.refusal, file=sys.stderr, flush=True)
+        return 2
+    if decision.warning is not None:
+        print(decision.warning, file=sys.stderr, flush=True)
+    local = not joins_a_cluster(os.environ)
+    if local:  # Ray's processes read these from the environment they inherit
+        os.environ.update(local_ray_environment(os.environ))
     code = 0
     try:
         import ray
@@ -119,13 +131,22 @@ def serve_until_stopped(settings: Settings, stopper: Stopper) -> int:
         # Engram's metrics and Ray's and Serve's own go out on this port (docs/operations.md, Metrics).
         ray.init(
             # A Ray of its own unless RAY_ADDRESS names a cluster: never one that merely runs here.
-            address=os.environ.get("RAY_ADDRESS") or "local",
+            address="local" if local else os.environ["RAY_ADDRESS"],
             include_dashboard=False,
             namespace="serve",
             log_to_driver=False,
             _metrics_export_port=settings.metrics.export_port or None,
         )
         stopper.install()  # ray.init put its own SIGTERM handler (sys.exit) in place of ours
+        node_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        if local and not is_loopback_host(node_ip):
+            # Fail closed: a Ray of our own reachable from the network is what P7 forbids.
+            print(
+                f"Engram failed to start: the local Ray's node address is {node_ip}, not loopback",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 1  # the finally below stops Ray
         serve.start(http_options={"host": settings.serve.host, "port": settings.serve.port})
         try:
             deploy(settings)

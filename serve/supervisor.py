@@ -35,6 +35,7 @@ from typing import Protocol
 from engram.models.ids import new_id
 from engram.models.settings import Settings
 from engram.serve.http_front import LocalFront, prepare_local_front
+from engram.serve.network import joins_a_cluster
 from engram.serve.server_process import STOP_SIGNALS
 from engram.storage.processes import (
     RUN_ID_ENV,
@@ -134,7 +135,8 @@ def export_port_refusal(port: int) -> str | None:
     if port == 0:
         return None  # Ray picks a free one
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        # As Ray's exporter binds: every interface (the loopback only on a loopback node), reuse on.
+        # Ray's exporter binds the node's address (loopback on the embedded default): a holder on
+        # any interface takes the port from it, so probe every interface, reuse on as Ray does.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("", port))
@@ -248,7 +250,7 @@ def _run(settings: Settings, command: ServerArgv, lock: RunLock) -> int:
     # Ray waits 30 s for its GCS to start; a loaded 2-core machine has taken longer.
     env.setdefault("RAY_gcs_server_port_wait_time_s", "120")
     # The server's Ray reads its HTTP front from the environment (unless it joins a cluster).
-    front = None if env.get("RAY_ADDRESS") else prepare_local_front(settings.serve, environ=env)
+    front = None if joins_a_cluster(env) else prepare_local_front(settings.serve, environ=env)
     me = read_process(os.getpid())
     record = RunRecord(
         run_id=run_id,

@@ -77,7 +77,11 @@ def distributed_settings(data_dir: Path, database_url: str, milvus_uri: str, por
     storage = profile.storage.model_copy(
         update={"data_dir": data_dir, "database_url": database_url, "milvus_uri": milvus_uri}
     )
-    serve = profile.serve.model_copy(update={"port": port, "app_name": "engram-dist"})
+    # The profile's Ray wants token authentication; this one runs both nodes on one machine with it
+    # off (as the rest of the suite's Ray), which a cluster profile allows only when told so.
+    serve = profile.serve.model_copy(
+        update={"port": port, "app_name": "engram-dist", "allow_unauthenticated_ray": True}
+    )
     return profile.model_copy(
         update={
             "storage": storage,

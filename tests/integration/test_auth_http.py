@@ -202,7 +202,7 @@ async def test_an_authenticator_that_cannot_be_had_refuses_instead_of_letting_th
 
     guarded = build_http_app(lambda: app.gate, auth=authenticator)  # type: ignore[arg-type,return-value]
     transport = httpx.ASGITransport(app=guarded)
-    async with httpx.AsyncClient(transport=transport, base_url="http://engram") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
         body = {"user_id": "u", "query": "anything"}
         answer = await http.post("/memory/v1/recall", json=body)
         assert (answer.status_code, answer.json()["code"]) == (503, 50301)

@@ -33,7 +33,7 @@ async def app(
     backend = LocalBackend(service, write_path)
     http_app = build_http_app(lambda: backend, auth=lambda: AUTH_OFF)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=http_app), base_url="http://engram"
+        transport=httpx.ASGITransport(app=http_app), base_url="http://127.0.0.1"
     ) as http:
         yield http, write_path
     await write_path.close()

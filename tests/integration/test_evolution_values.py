@@ -46,7 +46,9 @@ async def write_path(service: MemoryService) -> AsyncIterator[WritePath]:
 async def http(write_path: WritePath) -> AsyncIterator[httpx.AsyncClient]:
     backend = LocalBackend(write_path.service, write_path)
     app = build_http_app(lambda: backend, auth=lambda: AUTH_OFF, max_body_bytes=1 << 20)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engram") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
         yield client
 
 

@@ -37,7 +37,7 @@ async def http(write_path: WritePath, settings: Settings) -> AsyncIterator[httpx
         lambda: backend, auth=lambda: AUTH_OFF, max_body_bytes=settings.limits.max_request_bytes
     )
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://engram") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         yield client
 
 
@@ -179,7 +179,7 @@ async def test_concurrent_writes_for_one_user_keep_exact_counters(
 
 
 async def test_typed_client_speaks_the_same_contract(http: httpx.AsyncClient) -> None:
-    client = AsyncEngramClient("http://engram", client=http)
+    client = AsyncEngramClient("http://127.0.0.1", client=http)
     created = await client.add_structured(
         AddStructuredRequest.model_validate(structured("Owns a red bicycle"))
     )

@@ -28,7 +28,9 @@ async def limited(service: MemoryService, settings: Settings) -> AsyncIterator[h
     write_path = WritePath(service)
     backend = RateLimitedBackend(LocalBackend(service, write_path), RateLimiter(settings.limits))
     app = build_http_app(lambda: backend, auth=lambda: AUTH_OFF)  # type: ignore[arg-type, return-value]
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engram") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
         yield client
     await write_path.close()
 

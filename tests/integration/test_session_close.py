@@ -292,7 +292,9 @@ async def http(service: MemoryService, settings: Settings) -> AsyncIterator[http
     app = build_http_app(
         lambda: backend, auth=lambda: AUTH_OFF, max_body_bytes=settings.limits.max_request_bytes
     )
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engram") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
         yield client
     await write_path.close()
 

@@ -106,7 +106,7 @@ async def privacy_app(settings: Settings, stores: Stores, clock: Any) -> AsyncIt
         auth=lambda: authenticator,
     )
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://engram") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
         try:
             yield PrivacyApp(http, service, write_path, local, gate, embedder, engine, settings, app)
         finally:

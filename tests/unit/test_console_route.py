@@ -23,7 +23,9 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         AuthSettings.model_validate({"api_keys": [{"name": "ops", "key": KEY, "admin": True}]})
     )
     app = build_http_app(lambda: None, auth=lambda: keys)  # type: ignore[arg-type,return-value]
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engram") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
         yield client
 
 

@@ -33,7 +33,7 @@ def test_haproxy_is_the_default_and_gets_files_and_ports_of_its_own() -> None:
             "41002",
         }
         files = [v for k, v in environ.items() if k.endswith(("_LOC", "_PATH", "_FILE", "_BASE"))]
-        assert len(files) == 5
+        assert len(files) == 6  # the five of Serve's HAProxy mode and its loopback wrapper
         # Nothing in Ray's shared default directory, where two instances would overwrite each other.
         assert all(f.startswith(str(front.run_dir)) and "/tmp/haproxy-serve" not in f for f in files)
         # HAProxy refuses a socket path over 97 bytes; Ray adds a directory per node (56 hex digits).

@@ -1,0 +1,90 @@
+"""The sockets a set of processes listens on, read from ``/proc`` (Linux): for the loopback test.
+
+A TCP socket listens in state ``0A`` (LISTEN); a UDP socket has no listen state, and one bound to
+a port (``07``, unconnected) receives from anyone who can reach that address, so it counts too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+_TCP_LISTEN = "0A"
+_UDP_UNCONNECTED = "07"
+# Which table holds which kind of socket, and the state that means "open to whoever reaches it".
+_TABLES = {"tcp": _TCP_LISTEN, "tcp6": _TCP_LISTEN, "udp": _UDP_UNCONNECTED, "udp6": _UDP_UNCONNECTED}
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One socket that takes connections or datagrams: where, and which process holds it."""
+
+    table: str
+    address: str
+    port: int
+    pid: int
+    process: str
+
+    def is_loopback(self) -> bool:
+        """Bound to a loopback address (127.0.0.0/8, ::1, or an IPv4-mapped loopback)."""
+        ip = ipaddress.ip_address(self.address)
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            return ip.ipv4_mapped.is_loopback
+        return ip.is_loopback
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.address}:{self.port} ({self.pid} {self.process})"
+
+
+def _address(hex_address: str) -> str:
+    """``/proc/net`` writes addresses as the kernel's 32-bit words in host order, hex."""
+    raw = bytes.fromhex(hex_address)
+    if sys.byteorder == "little":
+        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(raw))
+
+
+def socket_table(proc: Path = PROC) -> dict[str, tuple[str, str, int]]:
+    """Every open-to-the-network socket of this network namespace: inode -> (table, address, port)."""
+    found: dict[str, tuple[str, str, int]] = {}
+    for table, state in _TABLES.items():
+        try:
+            lines = (proc / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == state:
+                host, port = fields[1].rsplit(":", 1)
+                found[fields[9]] = (table, _address(host), int(port, 16))
+    return found
+
+
+def process_sockets(pid: int, proc: Path = PROC) -> set[str]:
+    """The inodes of the sockets process ``pid`` holds open (empty if it is gone or unreadable)."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in (proc / str(pid) / "fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def listeners_of(processes: Iterable[tuple[int, str]], proc: Path = PROC) -> list[Listener]:
+    """The listening sockets held by ``processes`` ((pid, name) pairs)."""
+    table = socket_table(proc)
+    found = []
+    for pid, name in processes:
+        for inode in sorted(process_sockets(pid, proc)):
+            if inode in table:
+                kind, address, port = table[inode]
+                found.append(Listener(kind, address, port, pid, name))
+    return found
