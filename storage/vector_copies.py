@@ -153,6 +153,12 @@ class CopyingVectorStore:
             await remove_user(tx, user_id)
         await self.index.delete_user(user_id)
 
+    async def compact(self) -> int | None:
+        """Compact the index (deleted vectors leave its files); the sealed copies are rows of the
+        metadata database, gone with its secure delete and checkpoint."""
+        compact = getattr(self.index, "compact", None)
+        return await compact() if callable(compact) else None
+
     async def memory_ids(self, user_id: str) -> list[str]:
         """Ids of the user's indexed vectors."""
         return await self.index.memory_ids(user_id)
