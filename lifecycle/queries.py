@@ -132,7 +132,7 @@ async def sanitize_changes(conn: AsyncConnection, user_id: str, memory_ids: Sequ
                 change_log.c.sanitized.is_(False),
             )
         )
-        .values(content_before=None, content_after=None, reason_sealed=None, sanitized=True)
+        .values(content_before=None, content_after=None, reason="", reason_sealed=None, sanitized=True)
     )
     return int(result.rowcount or 0)
 

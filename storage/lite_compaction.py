@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pyarrow.parquet as pq
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # milvus-lite's own dependency
 
 
 def _owned_collection(uri: str, collection: str) -> Any | None:

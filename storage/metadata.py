@@ -654,8 +654,13 @@ class MetadataTx:
                     or_(*(write_tasks.c.status == status for status in _UNFINISHED)),
                 )
             )
+            # A finished task keeps no payload (P8): the request was only needed to replay it.
             .values(
-                status=bindparam("new_status"), result=bindparam("res"), error=bindparam("err"), updated_at=at
+                status=bindparam("new_status"),
+                payload=b"",
+                result=bindparam("res"),
+                error=bindparam("err"),
+                updated_at=at,
             )
         )
         await self.conn.execute(statement, values)
@@ -687,6 +692,7 @@ class MetadataTx:
             .where(and_(write_tasks.c.task_id == task_id, write_tasks.c.status.in_(_UNFINISHED)))
             .values(
                 status=status.value,
+                payload=b"",  # a finished task keeps no payload (P8)
                 result=None if decisions is None else cipher.encrypt(json.dumps(decisions)),
                 error=error,
                 updated_at=at,
