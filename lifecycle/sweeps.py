@@ -23,7 +23,14 @@ from engram.lifecycle.archive import ArchivedItem
 from engram.lifecycle.compression import Compressor
 from engram.lifecycle.context import LifecycleStores, vectors_for
 from engram.lifecycle.plan import Action, SweepCounts, Verdict, count, decide
-from engram.lifecycle.queries import archive_active, delete_rows, sanitize_changes, store_weights, sweep_rows
+from engram.lifecycle.queries import (
+    add_purge_entries,
+    archive_active,
+    delete_rows,
+    sanitize_changes,
+    store_weights,
+    sweep_rows,
+)
 from engram.lifecycle.reconcile import reconcile_user
 from engram.models.domain import Memory
 from engram.models.enums import OpSource, OpType, Status
@@ -194,8 +201,8 @@ class Sweeper:
         if not doomed:
             return []
         await delete_rows(tx.conn, user_id, [m.memory_id for m in doomed], status)
-        for memory in doomed:
-            await tx.add_change(memory, OpType.PURGE, OpSource.SYSTEM, _REASONS[action], now)
+        apps = [(m.memory_id, m.app_id) for m in doomed]
+        await add_purge_entries(tx.conn, user_id, apps, OpSource.SYSTEM, _REASONS[action], now)
         return [m.memory_id for m in doomed]
 
 
