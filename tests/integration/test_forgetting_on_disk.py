@@ -323,3 +323,41 @@ async def test_a_data_dir_left_open_is_tightened(tmp_path: Path, embedder: Any) 
     await opened.close()
     assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(database.stat().st_mode) == 0o600
+
+
+async def test_migration_0009_drops_the_payloads_of_finished_tasks(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from engram.storage.database import create_engine
+    from engram.storage.migrate import upgrade
+
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'old.db'}")
+    try:
+        await upgrade(engine, "0007")
+        at = datetime(2026, 1, 1, tzinfo=UTC)
+        async with engine.begin() as conn:
+            for task_id, status in (("a" * 32, "DONE"), ("b" * 32, "FAILED"), ("c" * 32, "PENDING")):
+                await conn.execute(
+                    write_tasks.insert().values(
+                        task_id=task_id,
+                        user_id="u",
+                        kind="add",
+                        status=status,
+                        payload=b"sealed request",
+                        result=None,
+                        error=None,
+                        attempts=0,
+                        created_at=at,
+                        updated_at=at,
+                    )
+                )
+        await upgrade(engine)
+        async with engine.connect() as conn:
+            rows = (await conn.execute(select(write_tasks.c.status, write_tasks.c.payload))).all()
+        assert {status: bytes(payload) for status, payload in rows} == {
+            "DONE": b"",
+            "FAILED": b"",
+            "PENDING": b"sealed request",
+        }
+    finally:
+        await engine.dispose()
