@@ -147,7 +147,8 @@ async def add_purge_entries(
     at: datetime,
 ) -> None:
     """One content-free PURGE entry per (memory_id, app_id), its fixed reason plain: writing it
-    needs no data key, so a sweep never makes one for a user whose key was shredded (P8)."""
+    needs no data key, so a sweep never makes one for a user whose key was shredded (P8). The
+    sweep's ``sanitize_changes`` then marks them sanitized with the memory's other entries."""
     rows: list[dict[str, Any]] = [
         {
             "memory_id": memory_id,
@@ -159,7 +160,7 @@ async def add_purge_entries(
             "reason": reason,
             "content_before": None,
             "content_after": None,
-            "sanitized": True,
+            "sanitized": False,
         }
         for memory_id, app_id in apps
     ]
