@@ -250,6 +250,30 @@ async def test_level_purge_scrubs_the_tasks_of_what_it_purged(app: PrivacyApp, c
     assert "QZXL0mark" not in json.dumps(await app.ok("task", {"task_id": task_id}))
 
 
+# --- retention of finished tasks ------------------------------------------------------------------
+
+
+async def test_finished_tasks_and_exports_expire_after_the_retention(
+    app: PrivacyApp, settings: Settings, clock: ManualClock
+) -> None:
+    task_id = await add_messages(app, "rt", "I live in QZXT0mark street and I love sailing.")
+    export_task, _ = await export_lines(app, "rt")
+    exports = settings.storage.data_dir / "exports"
+    hours = settings.privacy.task_retention_hours
+    clock.advance(hours=hours - 1)
+    await sweep_users(Sweeper(app.local.lifecycle), ["rt"], clock(), run_inline)
+    assert (await app.ok("task", {"task_id": task_id}))["status"] == "DONE"  # kept within the retention
+    assert any(p.name.startswith(export_task) for p in exports.iterdir())
+    clock.advance(hours=2)
+    counts = await sweep_users(Sweeper(app.local.lifecycle), ["rt"], clock(), run_inline)
+    assert counts.expired_tasks == 2  # the add and the export
+    for gone in (task_id, export_task):
+        _status, payload = await app.post("task", {"task_id": gone})
+        assert payload["code"] == 40401
+    assert not any(exports.iterdir())
+    assert holders(settings.storage.data_dir, {"t0": b"QZXT0mark"}) == {}
+
+
 # --- imported reasons -----------------------------------------------------------------------------------
 
 
