@@ -131,6 +131,12 @@ class MetadataTx:
         if missing:
             self._ciphers.update(await self._keyring.ciphers_for(self.conn, missing))
 
+    async def prefetch_existing_ciphers(self, user_ids: Iterable[str]) -> None:
+        """``prefetch_ciphers`` for reads: the keys of these users read at once, none created."""
+        missing = {u for u in user_ids if u not in self._ciphers}
+        if missing:
+            self._ciphers.update(await self._keyring.existing_ciphers(self.conn, missing))
+
     async def existing_cipher(self, user_id: str) -> ContentCipher | None:
         """The user's content cipher if they have a data key; never creates one (sweeps of purged users)."""
         cipher = self._ciphers.get(user_id)
@@ -593,6 +599,7 @@ class MetadataTx:
             .mappings()
             .all()
         )
+        await self.prefetch_existing_ciphers(row["user_id"] for row in rows)
         return {
             row["task_id"]: _task_from_row(row, await self.existing_cipher(row["user_id"])) for row in rows
         }
