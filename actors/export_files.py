@@ -12,9 +12,18 @@ import os
 from pathlib import Path
 
 from engram.models.ids import is_memory_id
+from engram.models.settings import Settings
 from engram.storage.crypto import ContentCipher
 
 SUFFIX = ".jsonl.sealed"
+EXPORT_KIND = "export"
+"""The write-task kind of an export (its file is named by the task's id)."""
+
+
+def export_root(settings: Settings) -> Path:
+    """The export directory (``privacy.export_dir``; a relative one is under the data dir)."""
+    root = settings.privacy.export_dir
+    return root if root.is_absolute() else settings.storage.data_dir / root
 
 
 def export_path(root: Path, task_id: str) -> Path:

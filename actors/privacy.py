@@ -16,7 +16,14 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any, Protocol
 
-from engram.actors.export_files import SealedLineWriter, export_path, read_plain, remove_exports
+from engram.actors.export_files import (
+    EXPORT_KIND,
+    SealedLineWriter,
+    export_path,
+    export_root,
+    read_plain,
+    remove_exports,
+)
 from engram.actors.export_import import (
     Step,
     decode_vector,
@@ -46,7 +53,7 @@ from engram.storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
 
-KIND_EXPORT = "export"
+KIND_EXPORT = EXPORT_KIND
 LISTED_BY_DEFAULT = (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)
 # Memories held for review (P5) are exported with their status; an import keeps them held.
 EXPORTED_STATUSES = (*LISTED_BY_DEFAULT, Status.QUARANTINED)
@@ -112,8 +119,7 @@ class PrivacyService:
         self.service = service
         self.archive = archive
         settings = service.settings
-        root = settings.privacy.export_dir
-        self.export_root = root if root.is_absolute() else settings.storage.data_dir / root
+        self.export_root = export_root(settings)
 
     # --- switches -----------------------------------------------------------------------------
 
@@ -190,6 +196,8 @@ class PrivacyService:
                 shredded = await tx.shred(user_id)
             else:
                 await reset_counters(tx, user_id)
+                # No task keeps the text of what was purged (its request, its decisions: P8).
+                await q.scrub_tasks(tx, user_id, ids, app_id=request.app_id, level=request.level, at=now)
             await tx.bump_version(user_id)
         if full:
             await self.service.vectors.delete_user(user_id)

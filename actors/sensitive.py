@@ -42,8 +42,8 @@ def screened_fact(fact: Fact, policy: SensitivePolicy, app_id: str | None) -> Fa
 
 
 def screened_line(item: ExportedMemory, policy: SensitivePolicy) -> ExportedMemory | None:
-    """An import line with content and change log redacted (its vector dropped so that it is
-    embedded again), or None when the policy refuses its content."""
+    """An import line with content and change log (texts and reasons) redacted (its vector dropped
+    so that it is embedded again), or None when the policy refuses its content."""
     modes = policy.for_app(item.app_id)
     result = screen(item.content, modes)
     if result.refused:
@@ -53,6 +53,8 @@ def screened_line(item: ExportedMemory, policy: SensitivePolicy) -> ExportedMemo
             update={
                 "content_before": scrub(c.content_before, modes) if c.content_before else c.content_before,
                 "content_after": scrub(c.content_after, modes) if c.content_after else c.content_after,
+                # A reason may quote the fact (an LLM's evolution reason): screened like the texts.
+                "reason": scrub(c.reason, modes) if c.reason else c.reason,
             }
         )
         for c in item.changes

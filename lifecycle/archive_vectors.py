@@ -40,10 +40,14 @@ class ArchiveBackedVectors:
             )
             for memory_id, user_id in (await tx.conn.execute(query)).all():
                 owners[user_id].append(memory_id)
-            ciphers = {user_id: await tx.cipher(user_id) for user_id in owners}
+            # A read never makes a key: a user without one has no readable archive object.
+            ciphers = {user_id: await tx.existing_cipher(user_id) for user_id in owners}
         for user_id, ids in owners.items():
+            cipher = ciphers[user_id]
+            if cipher is None:
+                continue
             for memory_id in ids:
-                item = await self._archive.get(ciphers[user_id], user_id, memory_id)
+                item = await self._archive.get(cipher, user_id, memory_id)
                 if item is not None:
                     found[memory_id] = item.vector
         return found

@@ -104,6 +104,8 @@ class SweepCounts:
     vector_copies_fixed: int = 0
     # User profiles (L7) rebuilt after the sweep (they never decay: they are rebuilt instead).
     profiles_refreshed: int = 0
+    # Finished write tasks deleted past privacy.task_retention_hours (with their export files).
+    expired_tasks: int = 0
     failed_users: int = 0
     failures: list[str] = field(default_factory=list)
 
@@ -138,6 +140,7 @@ _COUNT_FIELDS = (
     "counters_fixed",
     "archive_objects_fixed",
     "vector_copies_fixed",
+    "expired_tasks",
     "profiles_refreshed",
     "failed_users",
 )

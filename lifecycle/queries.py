@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import and_, bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engram.lifecycle.plan import SweepRow
-from engram.models.enums import Status
+from engram.models.enums import OpSource, OpType, Status
 from engram.storage.crypto import ContentCipher
 from engram.storage.metadata import open_labels
 from engram.storage.schema import change_log, memories
@@ -132,9 +133,39 @@ async def sanitize_changes(conn: AsyncConnection, user_id: str, memory_ids: Sequ
                 change_log.c.sanitized.is_(False),
             )
         )
-        .values(content_before=None, content_after=None, reason_sealed=None, sanitized=True)
+        .values(content_before=None, content_after=None, reason="", reason_sealed=None, sanitized=True)
     )
     return int(result.rowcount or 0)
+
+
+async def add_purge_entries(
+    conn: AsyncConnection,
+    user_id: str,
+    apps: Sequence[tuple[str, str]],
+    op_source: OpSource,
+    reason: str,
+    at: datetime,
+) -> None:
+    """One content-free PURGE entry per (memory_id, app_id), its fixed reason plain: writing it
+    needs no data key, so a sweep never makes one for a user whose key was shredded (P8). The
+    sweep's ``sanitize_changes`` then marks them sanitized with the memory's other entries."""
+    rows: list[dict[str, Any]] = [
+        {
+            "memory_id": memory_id,
+            "user_id": user_id,
+            "app_id": app_id,
+            "op_type": OpType.PURGE.value,
+            "op_source": op_source.value,
+            "op_time": at,
+            "reason": reason,
+            "content_before": None,
+            "content_after": None,
+            "sanitized": False,
+        }
+        for memory_id, app_id in apps
+    ]
+    if rows:
+        await conn.execute(change_log.insert(), rows)
 
 
 async def user_ids_page(conn: AsyncConnection, *, after: str | None, limit: int) -> list[str]:

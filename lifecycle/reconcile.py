@@ -99,8 +99,9 @@ async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool
     if missing_vectors or missing_objects:
         async with stores.metadata.transaction(readonly=True) as tx:
             found = await tx.get_memories(user_id, missing_vectors + missing_objects)
-            cipher = await tx.cipher(user_id)
-        readable = [m for m in found.values() if m.content is not None]
+            # Never a new key: without one (a purged user) nothing is readable to repair.
+            cipher = await tx.existing_cipher(user_id)
+        readable = [m for m in found.values() if m.content is not None and cipher is not None]
         vectors = await vectors_for(stores, readable)
         upserts = [
             vector_record(m, vectors[m.memory_id]) for m in readable if m.memory_id in set(missing_vectors)
@@ -110,6 +111,7 @@ async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool
         for memory in readable:
             if memory.memory_id in set(missing_objects):
                 item = ArchivedItem(memory.memory_id, memory.content or "", vectors[memory.memory_id])
+                assert cipher is not None  # readable memories exist only with a key
                 await stores.archive.put(cipher, user_id, item)
     METRICS.counts(METRICS.reconcile_repairs, "kind", {k: getattr(counts, k) for k in REPAIRS})
     log.info("reconcile of user %s repaired %s", user_id, counts.as_dict())

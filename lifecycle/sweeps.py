@@ -15,20 +15,30 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol, Self, TypeVar
 
+from engram.actors.export_files import EXPORT_KIND, export_root, remove_exports
 from engram.lifecycle.archive import ArchivedItem
 from engram.lifecycle.compression import Compressor
 from engram.lifecycle.context import LifecycleStores, vectors_for
 from engram.lifecycle.plan import Action, SweepCounts, Verdict, count, decide
-from engram.lifecycle.queries import archive_active, delete_rows, sanitize_changes, store_weights, sweep_rows
+from engram.lifecycle.queries import (
+    add_purge_entries,
+    archive_active,
+    delete_rows,
+    sanitize_changes,
+    store_weights,
+    sweep_rows,
+)
 from engram.lifecycle.reconcile import reconcile_user
 from engram.models.domain import Memory
 from engram.models.enums import OpSource, OpType, Status
 from engram.models.metrics import METRICS
 from engram.models.rules.capacity import counter_deltas
+from engram.storage.database import checkpoint_wal
 from engram.storage.metadata import MetadataTx
+from engram.storage.privacy_queries import expire_tasks
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +96,8 @@ class Sweeper:
         counts = SweepCounts(users=1)
         for verdict in verdicts.values():
             count(counts, verdict.action)
+        if not dry_run:
+            counts.expired_tasks = await self._expire_tasks(user_id, now)
         if not dry_run and any(v.action is not Action.KEEP for v in verdicts.values()):
             counts.sanitized_changes = await self._apply(user_id, verdicts, now)
             METRICS.counts(METRICS.sweep_actions, "action", {a: getattr(counts, a) for a in SWEEP_ACTIONS})
@@ -97,6 +109,15 @@ class Sweeper:
         if self.after_user is not None and not dry_run:
             counts.profiles_refreshed += await self.after_user(user_id)
         return counts
+
+    async def _expire_tasks(self, user_id: str, now: datetime) -> int:
+        """Delete the user's tasks finished longer ago than the retention, and their export files."""
+        settings = self.stores.settings
+        before = now - timedelta(hours=settings.privacy.task_retention_hours)
+        async with self.stores.metadata.transaction() as tx:
+            expired = await expire_tasks(tx, user_id, before)
+        remove_exports(export_root(settings), [task_id for task_id, kind in expired if kind == EXPORT_KIND])
+        return len(expired)
 
     async def _apply(self, user_id: str, verdicts: dict[str, Verdict], now: datetime) -> int:
         stores = self.stores
@@ -180,8 +201,8 @@ class Sweeper:
         if not doomed:
             return []
         await delete_rows(tx.conn, user_id, [m.memory_id for m in doomed], status)
-        for memory in doomed:
-            await tx.add_change(memory, OpType.PURGE, OpSource.SYSTEM, _REASONS[action], now)
+        apps = [(m.memory_id, m.app_id) for m in doomed]
+        await add_purge_entries(tx.conn, user_id, apps, OpSource.SYSTEM, _REASONS[action], now)
         return [m.memory_id for m in doomed]
 
 
@@ -198,8 +219,8 @@ async def sweep_users(
     retry_delay_s: float = 1.0,
 ) -> SweepCounts:
     """Sweep many users, each on its own mailbox via ``submit``; a failing user is counted, not fatal
-    (``each_user``: bounds, retries)."""
-    return await each_user(
+    (``each_user``: bounds, retries). A run that erased anything then settles the disk."""
+    counts = await each_user(
         user_ids,
         lambda user_id: sweeper.sweep_user(user_id, now, dry_run=dry_run),
         submit,
@@ -210,6 +231,23 @@ async def sweep_users(
         attempts=attempts,
         retry_delay_s=retry_delay_s,
     )
+    if not dry_run and any(getattr(counts, name) for name in _ERASING):
+        await settle_disk(sweeper.stores)
+    return counts
+
+
+# The counts of a sweep that removed something from the stores (the disk still holds its bytes).
+_ERASING = ("purged_deleted", "purged_archived", "sanitized_changes", "expired_tasks")
+
+
+async def settle_disk(stores: LifecycleStores) -> None:
+    """Make what the sweep erased leave the files (P8): deleted vectors out of the vector store's
+    segments, the WAL copied back (its pages zeroed by secure delete) and truncated."""
+    compact = getattr(stores.vectors, "compact", None)
+    if callable(compact):
+        await compact()
+    if not await checkpoint_wal(stores.metadata.engine):
+        log.warning("WAL checkpoint after the sweep was partial (a reader held it); the next one finishes it")
 
 
 class Tally(Protocol):

@@ -544,6 +544,9 @@ class PrivacySettings(BaseModel):
     export_page: int = Field(200, ge=1, le=2000)
     download_chunk_bytes: int = Field(256 * 1024, ge=1024)
     sensitive: SensitivePolicy = Field(default_factory=SensitivePolicy)
+    # A finished task (its decisions may quote content) and an export's file are deleted by the
+    # first lifecycle sweep this long after the task ended (P8); the task then answers 40401.
+    task_retention_hours: float = Field(168.0, gt=0, le=24 * 366)
 
 
 class EmbedderSettings(BaseModel):

@@ -21,6 +21,7 @@ from pathlib import Path
 from engram.models.settings import load_settings
 from engram.storage.database import create_engine
 from engram.storage.migrate import upgrade
+from engram.storage.private_files import private_umask
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -523,6 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``engram`` console script."""
+    # Whatever a command creates (data dir, keys, Ray's session files) is the user's alone (P8).
+    private_umask()
     args = build_parser().parse_args(argv)
     code: int = args.func(args)
     return code

@@ -31,6 +31,7 @@ from types import FrameType
 
 from engram.models.settings import Settings, load_settings
 from engram.serve.network import is_loopback_host, joins_a_cluster, local_ray_environment, start_decision
+from engram.storage.private_files import private_umask
 from engram.storage.processes import ProcessInfo, end_processes, processes_of_run, read_process
 from engram.storage.run_record import read_record, remove_record
 
@@ -251,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host")
     parser.add_argument("--port", type=int)
     args = parser.parse_args(argv)
+    private_umask()  # every file of the service (and of the Ray it starts) is 0600 / 0700 (P8)
     settings = load_settings(args.config)
     if args.host is not None:
         settings.serve.host = args.host

@@ -9,17 +9,22 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from engram.storage.private_files import private_dir, private_file
+
 READONLY_OPTION = "engram_readonly"
 """Execution option marking a transaction that only reads (SQLite then begins it deferred)."""
 
 
 def create_engine(url: str, *, busy_timeout_ms: int = 5000, echo: bool = False) -> AsyncEngine:
-    """An async engine; SQLite gets WAL, a busy timeout and foreign keys on every connection."""
+    """An async engine; SQLite gets WAL, secure delete and a busy timeout on every connection."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
         if database and database != ":memory:":
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
+            private_dir(Path(database).parent)
+            # A file left by an older version may be 0644 (its WAL and SHM follow the umask).
+            for suffix in ("", "-wal", "-shm"):
+                private_file(Path(database + suffix))
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": busy_timeout_ms / 1000})
         _configure_sqlite(engine, busy_timeout_ms)
         return engine
@@ -36,6 +41,9 @@ def _configure_sqlite(engine: AsyncEngine, busy_timeout_ms: int) -> None:
         # WAL lets readers run beside the single writer; NORMAL sync is durable in WAL mode.
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        # Deleted rows (a shredded key, purged ciphertext) are overwritten with zeros, not left in
+        # free pages (P8); the WAL's copies go at the checkpoint after a purge's sweep.
+        cursor.execute("PRAGMA secure_delete=ON")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.close()
 
@@ -46,6 +54,26 @@ def _configure_sqlite(engine: AsyncEngine, busy_timeout_ms: int) -> None:
         # write lock up front and wait their turn; readers stay deferred and never queue behind them.
         readonly = conn.get_execution_options().get(READONLY_OPTION, False)
         conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+
+async def checkpoint_wal(engine: AsyncEngine) -> bool:
+    """Copy the WAL into the database file and truncate it (SQLite; nothing elsewhere).
+
+    After a purge's sweep the WAL still holds old page images (a deleted key, old ciphertext);
+    TRUNCATE writes the current pages back and empties the file. False when a reader kept part of
+    it (the next sweep's checkpoint finishes the job).
+    """
+    if not is_sqlite(engine):
+        return True
+    async with engine.connect() as conn:
+        # On the bare driver connection: SQLAlchemy would open a transaction first, and a
+        # checkpoint cannot run inside one.
+        raw = await conn.get_raw_connection()
+        driver: Any = raw.driver_connection
+        cursor = await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        row = await cursor.fetchone()
+        await cursor.close()
+    return row is not None and int(row[0]) == 0
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:

@@ -105,6 +105,20 @@ class KeyRing:
             found[user_id] = self._opened(user_id, wrapped)
         return found
 
+    async def existing_ciphers(
+        self, conn: AsyncConnection, user_ids: Iterable[str]
+    ) -> dict[str, ContentCipher]:
+        """``existing_cipher`` of several users in one read; users without a key are left out."""
+        wanted = sorted(set(user_ids))
+        if not wanted:
+            return {}
+        async with self.keys(conn, readonly=True) as keys:
+            stored = await self.load_many(keys, wanted)
+        for user_id in wanted:
+            if user_id not in stored:
+                self._ciphers.pop(user_id, None)
+        return {user_id: self._opened(user_id, wrapped) for user_id, wrapped in stored.items()}
+
     async def _cipher(self, conn: AsyncConnection, user_id: str, *, create: bool) -> ContentCipher | None:
         async with self.keys(conn, readonly=True) as keys:
             wrapped = await self.load(keys, user_id)

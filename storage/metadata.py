@@ -131,6 +131,12 @@ class MetadataTx:
         if missing:
             self._ciphers.update(await self._keyring.ciphers_for(self.conn, missing))
 
+    async def prefetch_existing_ciphers(self, user_ids: Iterable[str]) -> None:
+        """``prefetch_ciphers`` for reads: the keys of these users read at once, none created."""
+        missing = {u for u in user_ids if u not in self._ciphers}
+        if missing:
+            self._ciphers.update(await self._keyring.existing_ciphers(self.conn, missing))
+
     async def existing_cipher(self, user_id: str) -> ContentCipher | None:
         """The user's content cipher if they have a data key; never creates one (sweeps of purged users)."""
         cipher = self._ciphers.get(user_id)
@@ -246,7 +252,8 @@ class MetadataTx:
         rows = (await self.conn.execute(query)).mappings().all()
         if not rows:
             return []
-        cipher = await self.cipher(user_id)
+        # A read never makes a key: a purged user's rows read as content-less (P8).
+        cipher = await self.existing_cipher(user_id)
         return [_from_row(row, cipher) for row in rows]
 
     async def _to_row(self, memory: Memory) -> dict[str, Any]:
@@ -463,7 +470,8 @@ class MetadataTx:
         rows = (await self.conn.execute(query)).mappings().all()
         if not rows:
             return []
-        cipher = await self.cipher(user_id)
+        # A read never makes a key: a purged user's log reads as its content-free entries (P8).
+        cipher = await self.existing_cipher(user_id)
         return [_change_from_row(row, cipher) for row in rows]
 
     # --- counters and versions ----------------------------------------------------------------
@@ -569,7 +577,7 @@ class MetadataTx:
         )
         if row is None:
             return None
-        return _task_from_row(row, await self.cipher(row["user_id"]))
+        return _task_from_row(row, await self.existing_cipher(row["user_id"]))
 
     async def start_task(self, task_id: str, at: datetime) -> int:
         """Mark an unfinished task RUNNING and count the attempt; returns its attempts (0: none such)."""
@@ -591,8 +599,10 @@ class MetadataTx:
             .mappings()
             .all()
         )
-        await self.prefetch_ciphers(row["user_id"] for row in rows)
-        return {row["task_id"]: _task_from_row(row, await self.cipher(row["user_id"])) for row in rows}
+        await self.prefetch_existing_ciphers(row["user_id"] for row in rows)
+        return {
+            row["task_id"]: _task_from_row(row, await self.existing_cipher(row["user_id"])) for row in rows
+        }
 
     async def start_tasks(self, task_ids: Sequence[str], at: datetime) -> dict[str, int]:
         """``start_task`` for several tasks in two statements: each id's attempts (0: none such)."""
@@ -651,8 +661,13 @@ class MetadataTx:
                     or_(*(write_tasks.c.status == status for status in _UNFINISHED)),
                 )
             )
+            # A finished task keeps no payload (P8): the request was only needed to replay it.
             .values(
-                status=bindparam("new_status"), result=bindparam("res"), error=bindparam("err"), updated_at=at
+                status=bindparam("new_status"),
+                payload=b"",
+                result=bindparam("res"),
+                error=bindparam("err"),
+                updated_at=at,
             )
         )
         await self.conn.execute(statement, values)
@@ -684,6 +699,7 @@ class MetadataTx:
             .where(and_(write_tasks.c.task_id == task_id, write_tasks.c.status.in_(_UNFINISHED)))
             .values(
                 status=status.value,
+                payload=b"",  # a finished task keeps no payload (P8)
                 result=None if decisions is None else cipher.encrypt(json.dumps(decisions)),
                 error=error,
                 updated_at=at,
@@ -705,7 +721,7 @@ class MetadataTx:
             .limit(limit)
         )
         rows = (await self.conn.execute(query)).mappings().all()
-        return [_task_from_row(row, await self.cipher(row["user_id"])) for row in rows]
+        return [_task_from_row(row, await self.existing_cipher(row["user_id"])) for row in rows]
 
 
 def _upsert(conn: AsyncConnection, table: Any, values: dict[str, Any]) -> Any:
@@ -713,7 +729,7 @@ def _upsert(conn: AsyncConnection, table: Any, values: dict[str, Any]) -> Any:
     return dialect.insert(table).values(**values)
 
 
-def _from_row(row: RowMapping, cipher: ContentCipher) -> Memory:
+def _from_row(row: RowMapping, cipher: ContentCipher | None) -> Memory:
     tags, entities = open_labels(cipher, row)
     return Memory(
         memory_id=row["memory_id"],
@@ -723,7 +739,7 @@ def _from_row(row: RowMapping, cipher: ContentCipher) -> Memory:
         level=Level(row["level"]),
         ownership=Ownership(row["ownership"]),
         mem_type=MemType(row["mem_type"]),
-        content=cipher.decrypt(bytes(row["content"])),
+        content=_open(cipher, row["content"]),
         weight=row["weight"],
         weight_at=row["weight_at"],
         status=Status(row["status"]),
@@ -750,10 +766,12 @@ def _from_row(row: RowMapping, cipher: ContentCipher) -> Memory:
     )
 
 
-def _change_from_row(row: RowMapping, cipher: ContentCipher) -> ChangeLogEntry:
-    def _open(blob: Any) -> str | None:
-        return None if blob is None else cipher.decrypt(bytes(blob))
+def _open(cipher: ContentCipher | None, blob: Any) -> str | None:
+    """A sealed column's text; None when absent or when it does not open (no key, another key)."""
+    return None if not blob or cipher is None else cipher.decrypt(bytes(blob))
 
+
+def _change_from_row(row: RowMapping, cipher: ContentCipher | None) -> ChangeLogEntry:
     return ChangeLogEntry(
         change_id=row["change_id"],
         memory_id=row["memory_id"],
@@ -763,16 +781,16 @@ def _change_from_row(row: RowMapping, cipher: ContentCipher) -> ChangeLogEntry:
         op_source=OpSource(row["op_source"]),
         op_time=row["op_time"],
         reason=open_reason(cipher, row),
-        content_before=_open(row["content_before"]),
-        content_after=_open(row["content_after"]),
+        content_before=_open(cipher, row["content_before"]),
+        content_after=_open(cipher, row["content_after"]),
         sanitized=row["sanitized"],
     )
 
 
-def _task_from_row(row: RowMapping, cipher: ContentCipher) -> WriteTask:
+def _task_from_row(row: RowMapping, cipher: ContentCipher | None) -> WriteTask:
     # An unreadable blob (the user's key was shredded) reads as empty: the payload cannot be replayed.
-    payload = cipher.decrypt(bytes(row["payload"])) if "payload" in row else None
-    result = None if row["result"] is None else cipher.decrypt(bytes(row["result"]))
+    payload = _open(cipher, row["payload"]) if "payload" in row else None
+    result = _open(cipher, row["result"])
     return WriteTask(
         task_id=row["task_id"],
         user_id=row["user_id"],
@@ -815,10 +833,12 @@ def seal_reason(cipher: ContentCipher, memory_id: str, reason: str) -> bytes:
     return cipher.seal_bytes(reason.encode(), f"reason:{memory_id}")
 
 
-def open_reason(cipher: ContentCipher, row: RowMapping) -> str:
+def open_reason(cipher: ContentCipher | None, row: RowMapping) -> str:
     """A change entry's reason: the sealed one, else the plain column ("" once the key is shredded)."""
     blob = row["reason_sealed"]
     if blob is None:
         return str(row["reason"])
+    if cipher is None:
+        return ""
     opened = cipher.open_bytes(bytes(blob), f"reason:{row['memory_id']}")
     return "" if opened is None else opened.decode()

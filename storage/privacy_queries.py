@@ -6,6 +6,7 @@ bound to one user_id; values only ever reach SQL as bound parameters.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,8 +19,10 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from engram.models.domain import ChangeLogEntry, Memory
 from engram.models.enums import Level, MemType, OpSource, OpType, Status, TaskStatus
-from engram.storage.metadata import MetadataTx, keyset_after
+from engram.storage.metadata import MetadataTx, keyset_after, seal_reason
 from engram.storage.schema import capacity_counters, change_log, memories, switches, write_tasks
+
+_FINISHED = (TaskStatus.DONE.value, TaskStatus.FAILED.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +156,9 @@ async def insert_change(tx: MetadataTx, entry: ChangeLogEntry) -> None:
             op_type=entry.op_type.value,
             op_source=entry.op_source.value,
             op_time=entry.op_time,
-            reason=entry.reason,
+            # Sealed like content (an imported reason may quote the fact, P8); never in the clear.
+            reason="",
+            reason_sealed=seal_reason(cipher, entry.memory_id, entry.reason) if entry.reason else None,
             content_before=None if entry.content_before is None else cipher.encrypt(entry.content_before),
             content_after=None if entry.content_after is None else cipher.encrypt(entry.content_after),
             sanitized=entry.sanitized,
@@ -213,7 +218,8 @@ async def mark_purged(
     await tx.conn.execute(
         update(change_log)
         .where(and_(change_log.c.user_id == user_id, change_log.c.memory_id.in_(ids)))
-        .values(content_before=None, content_after=None, reason_sealed=None, sanitized=True)
+        # The plain reason too: rows from before 0005 (or an import of them) may still quote a fact.
+        .values(content_before=None, content_after=None, reason="", reason_sealed=None, sanitized=True)
     )
     rows: list[dict[str, Any]] = [
         {
@@ -255,3 +261,99 @@ async def forget_tasks(tx: MetadataTx, user_id: str, at: datetime) -> None:
 async def drop_counters(tx: MetadataTx, user_id: str) -> None:
     """Remove the user's counter rows (nothing of theirs is active any more)."""
     await tx.conn.execute(delete(capacity_counters).where(capacity_counters.c.user_id == user_id))
+
+
+# --- write tasks: what a purge and the retention leave of them (P8) ----------------------------
+
+
+def _scrubbed(decisions: list[dict[str, Any]], purged: set[str]) -> list[dict[str, Any]] | None:
+    """Decisions with the content of purged memories (and of memory-less ones) removed; None when
+    nothing of them changes."""
+    changed = False
+    out = []
+    for decision in decisions:
+        touched = decision.get("memory_id") is None or decision.get("memory_id") in purged
+        if touched and decision.get("op") != "EXPORT" and (decision.get("content") or decision.get("reason")):
+            decision = {**decision, "content": None, "reason": ""}
+            changed = True
+        out.append(decision)
+    return out if changed else None
+
+
+def _in_scope(payload: dict[str, Any], app_id: str | None, level: Level | None) -> bool:
+    """Whether an unfinished write's request falls in the purged dimension (app and/or level)."""
+    if app_id is not None and payload.get("app_id") != app_id:
+        return False
+    return level is None or payload.get("level") == level.value
+
+
+async def scrub_tasks(
+    tx: MetadataTx,
+    user_id: str,
+    purged: Sequence[str],
+    *,
+    app_id: str | None,
+    level: Level | None,
+    at: datetime,
+) -> int:
+    """An app or level purge: no task of the user keeps the text of what it purged.
+
+    Finished tasks hold no payload; their decisions lose the content and reason of every purged
+    memory (and of every memory-less decision, a skipped fact, whose scope is no longer known).
+    An unfinished write into the purged dimension fails, its request dropped. Returns the tasks changed.
+    """
+    cipher = await tx.existing_cipher(user_id)
+    if cipher is None:
+        return 0
+    rows = (
+        await tx.conn.execute(
+            select(
+                write_tasks.c.task_id, write_tasks.c.status, write_tasks.c.payload, write_tasks.c.result
+            ).where(write_tasks.c.user_id == user_id)
+        )
+    ).all()
+    gone = set(purged)
+    changed = 0
+    for task_id, status, payload, result in rows:
+        values: dict[str, Any] = {}
+        if status not in _FINISHED:
+            opened = cipher.decrypt(bytes(payload)) if payload else None
+            if opened is not None and _in_scope(json.loads(opened), app_id, level):
+                values = {
+                    "status": TaskStatus.FAILED.value,
+                    "payload": b"",
+                    "result": None,
+                    "error": "purged",
+                }
+        elif payload:
+            values["payload"] = b""
+        if "result" not in values and result:
+            opened = cipher.decrypt(bytes(result))
+            scrubbed = _scrubbed(json.loads(opened), gone) if opened else None
+            if scrubbed is not None:
+                values["result"] = cipher.encrypt(json.dumps(scrubbed))
+        if values:
+            await tx.conn.execute(
+                update(write_tasks).where(write_tasks.c.task_id == task_id).values(**values, updated_at=at)
+            )
+            changed += 1
+    return changed
+
+
+async def expire_tasks(tx: MetadataTx, user_id: str, before: datetime) -> list[tuple[str, str]]:
+    """Delete the user's tasks finished before ``before`` (their decisions may quote content);
+    returns (task_id, kind) of each, so that an export's file goes with its task."""
+    condition = and_(
+        write_tasks.c.user_id == user_id,
+        write_tasks.c.status.in_(_FINISHED),
+        write_tasks.c.updated_at < before,
+    )
+    found = [
+        (str(task_id), str(kind))
+        for task_id, kind in (
+            await tx.conn.execute(select(write_tasks.c.task_id, write_tasks.c.kind).where(condition))
+        ).all()
+    ]
+    if found:
+        await tx.conn.execute(delete(write_tasks).where(condition))
+    return found

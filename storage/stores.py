@@ -14,6 +14,7 @@ from engram.storage.embedders import Embedder, build_embedder
 from engram.storage.keyring import check_master_key, keyring_for
 from engram.storage.metadata import MetadataStore
 from engram.storage.migrate import upgrade
+from engram.storage.private_files import private_dir, private_umask
 from engram.storage.reseal import reseal_plaintext
 from engram.storage.vector_copies import CopyingVectorStore
 from engram.storage.vectors import MilvusVectorStore, VectorStore
@@ -45,7 +46,10 @@ async def open_stores(
 ) -> Stores:
     """Open (and by default migrate) the stores named by ``settings.storage``."""
     storage = settings.storage
-    storage.data_dir.mkdir(parents=True, exist_ok=True)
+    # Everything the stores create from here on (database, WAL, vector segments, archive, exports,
+    # the master key) is the service user's alone; a data dir left 0755 is tightened (P8).
+    private_umask()
+    private_dir(storage.data_dir)
     engine = create_engine(storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms)
     if migrate:
         await upgrade(engine)

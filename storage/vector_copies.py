@@ -56,9 +56,10 @@ async def for_user(tx: MetadataTx, user_id: str) -> dict[str, np.ndarray]:
         memory_vectors.c.user_id == user_id
     )
     rows = (await tx.conn.execute(query)).all()
-    if not rows:
+    # A read never makes a key: copies sealed under a shredded one are unreadable anyway (P8).
+    cipher = await tx.existing_cipher(user_id) if rows else None
+    if cipher is None:
         return {}
-    cipher = await tx.cipher(user_id)
     found: dict[str, np.ndarray] = {}
     for memory_id, blob in rows:
         data = cipher.open_bytes(bytes(blob), memory_id)
@@ -79,8 +80,8 @@ async def by_ids(tx: MetadataTx, memory_ids: Sequence[str]) -> dict[str, np.ndar
     for chunk in _chunks(memory_ids):
         query = select(memory_vectors).where(memory_vectors.c.memory_id.in_(chunk))
         for row in (await tx.conn.execute(query)).mappings().all():
-            cipher = await tx.cipher(row["user_id"])
-            data = cipher.open_bytes(bytes(row["vector"]), row["memory_id"])
+            cipher = await tx.existing_cipher(row["user_id"])
+            data = None if cipher is None else cipher.open_bytes(bytes(row["vector"]), row["memory_id"])
             if data is not None:
                 found[row["memory_id"]] = _decode(data)
     return found
@@ -152,6 +153,12 @@ class CopyingVectorStore:
         async with self._metadata.transaction() as tx:
             await remove_user(tx, user_id)
         await self.index.delete_user(user_id)
+
+    async def compact(self) -> int | None:
+        """Compact the index (deleted vectors leave its files); the sealed copies are rows of the
+        metadata database, gone with its secure delete and checkpoint."""
+        compact = getattr(self.index, "compact", None)
+        return await compact() if callable(compact) else None
 
     async def memory_ids(self, user_id: str) -> list[str]:
         """Ids of the user's indexed vectors."""

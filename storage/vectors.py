@@ -23,6 +23,7 @@ from pymilvus import DataType, MilvusClient
 from engram.models.domain import Memory
 from engram.models.enums import Level, MemType, Ownership
 from engram.models.ids import is_memory_id
+from engram.storage.lite_compaction import compact_lite
 
 _T = TypeVar("_T")
 
@@ -385,6 +386,18 @@ class MilvusVectorStore:
         """Remove every vector of one user."""
         expr = _eq("user_key", _user_key(user_id))
         await self._call(self._write, "delete", self._lite_flush_rows, filter=expr)
+
+    async def compact(self) -> int | None:
+        """Make deleted vectors leave the store's files (P8); segment files rewritten, None: unknown.
+
+        milvus-lite: its segments holding deleted rows are rewritten here, in the owning process
+        (``storage.lite_compaction``). A Milvus server is asked to compact; it drops deleted rows
+        from sealed segments in the background and its own GC removes the old files later.
+        """
+        if self._is_server:
+            await self._call(self._client_call, "compact")
+            return None
+        return await self._call(compact_lite, self._uri, self._collection)
 
     async def memory_ids(self, user_id: str) -> list[str]:
         """Ids of every stored vector of one user (reconcile compares them with the metadata)."""
