@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from engram.models.errors import EngramError, ErrorCode
 
-NO_TASK = "no task {}"
+# A task id is the handle that reads the task: never echoed, so no log downstream can carry it.
+NO_TASK = "no such task"
 NO_MEMORY = "no memory {}"
 NO_ACTIVE_MEMORY = "no active memory {}"
 NO_MEMORY_TO_DELETE = "no memory {} to delete"

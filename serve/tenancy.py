@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from engram.models.absent import (
     NO_ACTIVE_MEMORY,
@@ -25,9 +25,6 @@ from engram.models.api import BatchDeleteRequest, DeleteResult
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.rules.task_reach import REACH_ADMIN, REACH_GLOBAL, TaskOwner
 
-if TYPE_CHECKING:
-    from engram.serve.auth import Principal
-
 REACH_KEY = "engram.reach"
 """The ASGI scope key under which the guard leaves the request's ``Reach`` for the route."""
 
@@ -38,6 +35,20 @@ MISSING_MEMORY = {
     "history": NO_MEMORY,
     "restore": NO_ARCHIVED_MEMORY,
 }
+
+
+class Principal(Protocol):
+    """What tenancy needs of a caller (``auth.Principal``)."""
+
+    @property
+    def admin(self) -> bool: ...
+
+    @property
+    def user_id(self) -> str | None: ...
+
+    def may_use_app(self, app_id: str) -> bool:
+        """True when the caller reaches ``app_id`` ("" = the user's global memories)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
