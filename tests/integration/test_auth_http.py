@@ -89,8 +89,8 @@ async def test_a_key_reaches_only_its_own_apps(app: PrivacyApp) -> None:
         ("update", {"user_id": "u", "memory_id": clinic, "content": "changed"}),
     ):
         assert await code(app, route, body, TENANT_A) == 40401, route
-    batch = await app.ok("batch_delete", {"user_id": "u", "memory_ids": [clinic]}, TENANT_A)
-    assert batch == {"deleted": [], "not_found": [clinic]}
+    batch = await app.ok("batch_delete", {"user_id": "u", "memory_ids": [shop, clinic]}, TENANT_A)
+    assert batch == {"deleted": [shop], "not_found": [clinic]}
     assert await code(app, "change_log", {"user_id": "u"}, TENANT_A) == 40303
     assert await code(app, "change_log", {"user_id": "u", "app_id": "shop"}, TENANT_A) == 0
     # Tenant B may not touch the user's global memories at all.
