@@ -218,6 +218,11 @@ async def test_a_task_is_read_only_by_keys_that_reach_its_user_and_app(app: Priv
     for case, key, task, extra, want in TASK_CASES:
         task_id = world.tasks[task]
         await expect(app, case, "task", {"task_id": task_id, **extra}, key, want, task_id)
+    # An id in a form the contract refuses (ids are lowercase hex) is 40001 whoever's the task is.
+    for key in (SHOP, CLINIC):
+        for task in ("clinic_add", "shop_add"):
+            status, payload = await app.post("task", {"task_id": world.tasks[task].upper()}, key)
+            assert (status, payload["code"], payload["data"]) == (400, 40001, None), (key, task)
     # The task's decisions carry memory text: a reachable read gets it, nothing else did above.
     clinic = await app.ok("task", {"task_id": world.tasks["clinic_add"]}, CLINIC)
     assert "BOBTASKCLINIC" in json.dumps(clinic)
@@ -320,6 +325,11 @@ async def test_another_tenants_memory_is_answered_as_an_unknown_one(app: Privacy
     ]:
         await expect(app, case, route, body, key, want, named)
         cases += 1
+    # An upper-case id is a bad parameter for one's own memory and another app's alike.
+    for name in ("shop", "clinic"):
+        body = {"user_id": "bob", "memory_id": world.memories[name].upper()}
+        status, payload = await app.post("history", body, SHOP)
+        assert (status, payload["code"], payload["data"]) == (400, 40001, None), name
     # batch_delete answers per item: another tenant's ids are "not found" like unknown ones.
     mixed = [world.memories["shop"], world.memories["clinic"], UNKNOWN]
     answer = await app.ok("batch_delete", {"user_id": "bob", "memory_ids": mixed}, SHOP)
