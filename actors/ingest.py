@@ -26,6 +26,7 @@ from engram.actors.evolution import Evolver, Existing, Plan
 from engram.actors.extraction import Fact, extract_facts
 from engram.actors.sensitive import screened_fact
 from engram.actors.snapshot import SnapshotCache
+from engram.models.absent import NO_TASK, not_found
 from engram.models.api import AddRequest, Decision
 from engram.models.domain import Memory
 from engram.models.enums import Level, OpSource, OpType, Status, TaskStatus
@@ -270,7 +271,7 @@ class Ingestor:
         async with self._metadata.transaction() as tx:
             task = await tx.get_task(task_id)
         if task is None:
-            raise EngramError(ErrorCode.NOT_FOUND, f"no task {task_id}")
+            raise not_found(NO_TASK, task_id)
         if task.status in (TaskStatus.PENDING, TaskStatus.RUNNING):
             return None
         return [Decision.model_validate(d) for d in task.decisions]

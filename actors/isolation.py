@@ -61,11 +61,12 @@ def in_scope(scope: VectorScope, memory: Memory) -> bool:
         return scope.include_global
     if memory.level is Level.APP:
         return scope.app_id is not None and memory.app_id == scope.app_id
-    return (
-        scope.session_id is not None
-        and memory.session_id == scope.session_id
-        and memory.app_id in (GLOBAL_APP, scope.app_id)
-    )
+    if scope.session_id is None or memory.session_id != scope.session_id:
+        return False
+    # A session memory without an app is one of the user's global memories (P4): only with them.
+    if memory.app_id == GLOBAL_APP:
+        return scope.include_global
+    return memory.app_id == scope.app_id
 
 
 def is_current(memory: Memory, now: datetime, *, include_archived: bool) -> bool:

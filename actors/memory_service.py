@@ -26,6 +26,7 @@ from engram.actors.recall import Recaller
 from engram.actors.sensitive import screened_content, screened_request
 from engram.actors.snapshot import VectorSource
 from engram.actors.views import change_view, memory_view
+from engram.models.absent import NO_ACTIVE_MEMORY, NO_MEMORY, NO_MEMORY_TO_DELETE, not_found
 from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
@@ -261,7 +262,7 @@ class MemoryService:
         async with self.metadata.transaction() as tx:
             memory = await tx.get_memory(request.user_id, request.memory_id)
             if memory is None or memory.status is not Status.ACTIVE or memory.content is None:
-                raise EngramError(ErrorCode.NOT_FOUND, f"no active memory {request.memory_id}")
+                raise not_found(NO_ACTIVE_MEMORY, request.memory_id)
             before = replace(memory, custom_tags=list(memory.custom_tags))
             current = self._decayed(memory, now)
             if request.content is not None and request.content != memory.content:
@@ -371,7 +372,7 @@ class MemoryService:
         """Soft-delete one memory (M2): out of recall at once; 40401 when there is none."""
         result = await self._delete(request.user_id, [request.memory_id], op_source)
         if not result.deleted:
-            raise EngramError(ErrorCode.NOT_FOUND, f"no memory {request.memory_id} to delete")
+            raise not_found(NO_MEMORY_TO_DELETE, request.memory_id)
         return result
 
     async def batch_delete(
@@ -453,7 +454,7 @@ class MemoryService:
         async with self.metadata.transaction(readonly=True) as tx:
             memory = await tx.get_memory(request.user_id, request.memory_id)
             if memory is None:
-                raise EngramError(ErrorCode.NOT_FOUND, f"no memory {request.memory_id}")
+                raise not_found(NO_MEMORY, request.memory_id)
             changes = await tx.history(request.user_id, request.memory_id)
             sources = await compressed_from(tx.conn, request.user_id, request.memory_id)
         return HistoryResponse(

@@ -251,7 +251,8 @@ class PrivacyService:
             await tx.finish_task(
                 task.task_id, TaskStatus.DONE, decisions=[decision], error=None, at=self.service.clock()
             )
-        log.info("export task %s of user %s wrote %d lines", task.task_id, user_id, writer.lines)
+        # Never the task id: it is the handle that reads the export (P9).
+        log.info("export of user %s wrote %d lines", user_id, writer.lines)
 
     async def export_chunk(
         self, user_id: str, task_id: str, offset: int, max_bytes: int

@@ -40,14 +40,16 @@ CONTINUITY_TAG = "continuity"
 
 
 def session_memories(memories: Sequence[Memory], request: SessionCloseRequest) -> list[Memory]:
-    """The active SESSION memories of the request's session (and of its app, when one is named)."""
+    """The active SESSION memories of the request's session (and of its app, when one is named);
+    those without an app only when the request includes the user's global memories (P4)."""
     return [
         m
         for m in memories
         if m.status is Status.ACTIVE
         and m.level is Level.SESSION
         and m.session_id == request.session_id
-        and (request.app_id is None or m.app_id in (request.app_id, GLOBAL_APP))
+        and (request.app_id is None or m.app_id == request.app_id or m.app_id == GLOBAL_APP)
+        and (m.app_id != GLOBAL_APP or request.include_global)
     ]
 
 

@@ -6,6 +6,8 @@ encrypted) commits first, then the work is queued; ``resume`` re-queues whatever
 unfinished. Processing is idempotent: an ``add`` task is marked DONE in the transaction that commits
 its memories, and a finished task is never processed again.
 
+Task ids are never logged: a task id is the handle that reads the task (P9).
+
 Failure policy: an ``EngramError`` (extraction failed, capacity full, ...) is the request's own
 fault or a verdict, so the task ends FAILED with ``"<code> <message>"`` and nothing written. Any
 other exception (a database or vector store hiccup, a bug) leaves the task unfinished: marking it
@@ -29,6 +31,7 @@ from engram.actors.mailbox import MailboxClosedError, MailboxHost
 from engram.actors.memory_service import MemoryService
 from engram.actors.structured_writer import StructuredWriter
 from engram.actors.task_recorder import TaskRecorder
+from engram.models.absent import NO_TASK, not_found
 from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
@@ -154,7 +157,7 @@ class WritePath:
         except MailboxClosedError:
             self._count_pending(-1)
             # The task is committed, so it is not lost: the next start's resume() picks it up.
-            log.info("write task %s recorded while shutting down; it resumes on the next start", task_id)
+            log.info("a write task of kind %s recorded while shutting down resumes on the next start", kind)
 
     async def submit_write(self, user_id: str, work: Callable[[], Awaitable[T]]) -> T:
         """Run a write on the user's mailbox and answer its result; ``on_change`` hears of it."""
@@ -211,8 +214,8 @@ class WritePath:
             await self._fail(task, f"{ErrorCode.BAD_PARAMETER.value} the task's payload cannot be read")
         except Exception as exc:
             log.warning(
-                "write task %s of user %s left unfinished for resume (attempt %d): %s",
-                task.task_id,
+                "a %s task of user %s left unfinished for resume (attempt %d): %s",
+                task.kind,
                 task.user_id,
                 attempts,
                 type(exc).__name__,
@@ -222,7 +225,7 @@ class WritePath:
         try:
             await self.structured.run(task_id)
         except Exception as exc:
-            log.warning("write task %s left unfinished for resume: %s", task_id, type(exc).__name__)
+            log.warning("a structured write task left unfinished for resume: %s", type(exc).__name__)
 
     async def _execute(self, task: WriteTask) -> None:
         if task.kind == KIND_ADD:
@@ -260,16 +263,16 @@ class WritePath:
                 task.task_id, TaskStatus.FAILED, decisions=None, error=error, at=self.service.clock()
             )
         METRICS.task_ended(task.kind, TaskStatus.FAILED, task.created_at, self.service.clock())
-        log.info("write task %s of user %s failed: %s", task.task_id, task.user_id, error.split(" ", 1)[0])
+        log.info("a %s task of user %s failed: %s", task.kind, task.user_id, error.split(" ", 1)[0])
 
     # --- reading tasks ------------------------------------------------------------------------
 
-    async def task(self, task_id: str) -> TaskView:
-        """The state of an accepted write (W2); 40401 when the id is unknown."""
+    async def task(self, task_id: str, user_id: str | None = None) -> TaskView:
+        """The state of an accepted write (W2); 40401 when the id is unknown (or not ``user_id``'s)."""
         async with self.service.metadata.transaction(readonly=True) as tx:
             task = await tx.get_task(task_id, with_payload=False)
-        if task is None:
-            raise EngramError(ErrorCode.NOT_FOUND, f"no task {task_id}")
+        if task is None or (user_id is not None and task.user_id != user_id):
+            raise not_found(NO_TASK, task_id)
         return TaskView(
             task_id=task.task_id,
             status=task.status,

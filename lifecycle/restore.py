@@ -12,9 +12,9 @@ from datetime import datetime
 import numpy as np
 
 from engram.lifecycle.context import LifecycleStores, vectors_for
+from engram.models.absent import NO_ARCHIVED_MEMORY, not_found
 from engram.models.domain import Memory
 from engram.models.enums import OpSource, OpType, Status
-from engram.models.errors import EngramError, ErrorCode
 from engram.models.rules.capacity import counter_deltas
 from engram.models.rules.decay import type_initial_weight
 from engram.storage.admission import make_room
@@ -33,7 +33,7 @@ async def restore_memory(
     async with stores.metadata.transaction() as tx:
         memory = await tx.get_memory(user_id, memory_id)
         if memory is None or memory.status is not Status.ARCHIVED or memory.content is None:
-            raise EngramError(ErrorCode.NOT_FOUND, f"no archived memory {memory_id}")
+            raise not_found(NO_ARCHIVED_MEMORY, memory_id)
         cipher = await tx.cipher(user_id)
         memory.status = Status.ACTIVE
         memory.archived_at = None

@@ -167,9 +167,10 @@ class MemoryCreated(BaseModel):
 
 
 class TaskRequest(_Request):
-    """``task``: look up an accepted write (C3)."""
+    """``task``: look up an accepted write (C3); with ``user_id``, only a task of that user (P9)."""
 
     task_id: MemoryId
+    user_id: Identifier | None = None
 
 
 class Decision(BaseModel):
@@ -462,6 +463,9 @@ class SessionCloseRequest(_Request):
     session_id: Identifier
     to_be_continued: bool = False
     must_promote: list[MemoryId] = Field(default_factory=list, max_length=1000)
+    # False: the user's app-less session memories stay as they are (a key without global scope
+    # always closes this way, P4).
+    include_global: bool = True
 
 
 class SessionCloseResult(BaseModel):

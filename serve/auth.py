@@ -3,7 +3,8 @@
 A key is sent as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``. Without a valid key a
 request gets 40101; a request for an app its key is not bound to, for the user's global memories
 without ``global_scope``, for a user other than the one the key is bound to (``user_id``), or for a
-privacy route (``user/*``) without the admin role gets 40303. With no key configured auth is off,
+privacy route (``user/*``) without the admin role gets 40303. A memory or task named by id and out
+of the key's reach is answered as an unknown one, 40401 (``tenancy``). With no key configured auth is off,
 and the service then only listens on the loopback address. Authentication fails closed: each
 replica builds its HTTP app only once its authenticator exists, and an authenticator that cannot
 be had refuses the request (50301) instead of letting it through.
@@ -26,12 +27,15 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.models.errors import EngramError, ErrorCode
+from engram.models.ids import is_memory_id
 from engram.models.metrics import METRICS
+from engram.models.rules.task_reach import TaskOwner
 from engram.models.settings import ApiKey, AuthSettings, LimitSettings, key_digest
 from engram.serve.auth_throttle import FailureThrottle, client_address, peer_of
 from engram.serve.envelope import envelope
 from engram.serve.operations import ACCESS_BY_PATH, Access
 from engram.serve.rate_limit import calling_as
+from engram.serve.tenancy import REACH_KEY, Reach, check_task, hidden_memories
 
 log = logging.getLogger(__name__)
 
@@ -181,23 +185,37 @@ def memory_ids_of(route: str, body: Mapping[str, Any]) -> list[str]:
 
 
 def authorize(
-    principal: Principal, route: str, body: Mapping[str, Any], memory_apps: Mapping[str, str]
-) -> None:
-    """40303 unless ``principal`` may call ``route`` with ``body``; ``memory_apps``: app of each memory id.
+    principal: Principal,
+    route: str,
+    body: Mapping[str, Any],
+    memory_apps: Mapping[str, str],
+    task: TaskOwner | None = None,
+) -> frozenset[str]:
+    """40303 unless ``principal`` may call ``route`` with ``body``; returns the named memories out of
+    its reach (``tenancy``). ``memory_apps``: app of each memory id; ``task``: the named task's owner.
 
     Each route's ``Access`` comes from the operations table; a route outside it needs an admin key.
+    An object named by id and out of reach is answered as an unknown one (40401, ``tenancy``).
     """
     access = ACCESS_BY_PATH.get(route, Access.ADMIN)
-    # Before the admin role: a user-bound admin key (the console) manages its own user only.
+    # Before the admin role: a user-bound admin key (the console) manages its own user only. A
+    # task request may leave its user out: the task's own user is checked instead.
     bound = principal.user_id
-    if bound is not None and access is not Access.OPEN and _text(body.get("user_id")) != bound:
+    named_user = body.get("user_id")
+    task_without_user = access is Access.TASK and named_user is None
+    if bound is not None and not task_without_user and _text(named_user) != bound:
         raise _forbid("this key is bound to another user")
+    if access is Access.TASK:
+        check_task(principal, _text(body.get("task_id")), task)
+        return frozenset()
+    if access is Access.MEMORY:
+        # Admin keys too: a user-bound one reaches its user's memories only, and those are looked up
+        # by that user, so nothing of another user is ever in ``memory_apps``.
+        return hidden_memories(principal, route, memory_ids_of(route, body), memory_apps)
     if principal.admin:
-        return
+        return frozenset()
     if access is Access.ADMIN:
         raise _forbid("this route needs an admin key")
-    if access is Access.OPEN:
-        return
     if access is Access.APP:
         app_id = _text(body.get("app_id"))
         if app_id and not principal.may_use_app(app_id):
@@ -210,7 +228,7 @@ def authorize(
             levels += [i.get("level") for i in items if isinstance(i, Mapping)]
         if (not app_id or "GLOBAL" in levels) and not principal.may_use_app(""):
             raise _forbid("this key may not use the user's global memories")
-        return
+        return frozenset()
     if access is Access.RECALL:
         scope = body.get("scope") or {}
         scope = scope if isinstance(scope, Mapping) else {}
@@ -220,27 +238,21 @@ def authorize(
             raise _forbid("this key is not bound to that app")
         if scope.get("include_global", True) is not False and not principal.may_use_app(""):
             raise _forbid("this key may not use the user's global memories")
-        return
+        return frozenset()
     if access is Access.CHANGE_LOG:
         app_id = _text(body.get("app_id"))
         if app_id and principal.may_use_app(app_id):
-            return
+            return frozenset()
         if not app_id and principal.all_apps:
-            return
+            return frozenset()
         raise _forbid("this key may only read the change log of its own apps")
-    if access is Access.MEMORY:
-        for memory_id in memory_ids_of(route, body):
-            owner_app = memory_apps.get(memory_id)
-            # Unknown ids pass: the route answers 40401 / not_found for them, revealing nothing.
-            if owner_app is not None and not principal.may_use_app(owner_app):
-                raise _forbid("this key is not bound to the app of that memory")
-        return
     raise _forbid("this route needs an admin key")
 
 
 # --- the ASGI layer -----------------------------------------------------------------------------
 
 MemoryAppsLookup = Callable[[str, Sequence[str]], Awaitable[Mapping[str, str]]]
+TaskOwnerLookup = Callable[[str], Awaitable[TaskOwner | None]]
 
 
 class AuthGuard:
@@ -252,11 +264,13 @@ class AuthGuard:
         prefix: str,
         authenticator: Callable[[], Authenticator],
         memory_apps: Callable[[], MemoryAppsLookup],
+        task_owner: Callable[[], TaskOwnerLookup] | None = None,
     ) -> None:
         self.app = app
         self.prefix = prefix.rstrip("/") + "/"
         self.authenticator = authenticator
         self.memory_apps = memory_apps
+        self.task_owner = task_owner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", "")) if scope["type"] == "http" else ""
@@ -269,7 +283,7 @@ class AuthGuard:
             await _refuse(exc, scope, receive, send)
             return
         if not auth.enabled:
-            await self.app(scope, receive, send)
+            await self.app({**scope, REACH_KEY: Reach(OPEN)}, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
         route = path[len(self.prefix) :]
@@ -283,14 +297,15 @@ class AuthGuard:
         with calling_as(principal.name):
             try:
                 body, replay = await _buffer(receive)
+                hidden: frozenset[str] = frozenset()
                 if not principal.admin or principal.user_id is not None:
-                    await self._authorize(principal, route, body)
+                    hidden = await self._authorize(principal, route, body)
             except EngramError as exc:
                 await _refused(exc, route, auth, headers, scope, receive, send)
                 return
-            await self.app(scope, replay, send)
+            await self.app({**scope, REACH_KEY: Reach(principal, hidden)}, replay, send)
 
-    async def _authorize(self, principal: Principal, route: str, raw: bytes) -> None:
+    async def _authorize(self, principal: Principal, route: str, raw: bytes) -> frozenset[str]:
         try:
             body = json.loads(raw) if raw else {}
         except ValueError:
@@ -306,7 +321,15 @@ class AuthGuard:
                 if exc.code is not ErrorCode.BAD_PARAMETER:
                     raise
                 # A malformed id or user: the route itself answers 40001.
-        authorize(principal, route, body, apps)
+        return authorize(principal, route, body, apps, await self._task(route, body))
+
+    async def _task(self, route: str, body: Mapping[str, Any]) -> TaskOwner | None:
+        task_id = body.get("task_id")
+        if ACCESS_BY_PATH.get(route) is not Access.TASK or self.task_owner is None:
+            return None
+        if not isinstance(task_id, str) or not is_memory_id(task_id):
+            return None  # not a task id: the route answers 40001
+        return await self.task_owner()(task_id)
 
 
 async def _buffer(receive: Receive) -> tuple[bytes, Receive]:

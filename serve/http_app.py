@@ -29,6 +29,7 @@ from engram.serve.host_check import LoopbackHostCheck
 from engram.serve.mcp_routes import add_mcp_route
 from engram.serve.operations import BY_NAME, OPERATIONS, PREFIX, Operation, Operations
 from engram.serve.privacy_routes import add_export_download_route, memory_apps_lookup
+from engram.serve.tenancy import REACH_KEY, within_reach
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,12 @@ def build_http_app(
     for op in (Operations.recall,) if recall_only else OPERATIONS:
         _add_route(app, "" if recall_only else op.url_path, op, backend)
 
-    guard = {"prefix": PREFIX, "authenticator": auth, "memory_apps": lambda: memory_apps_lookup(backend)}
+    guard = {
+        "prefix": PREFIX,
+        "authenticator": auth,
+        "memory_apps": lambda: memory_apps_lookup(backend),
+        "task_owner": lambda: backend().task_owner,
+    }
     if recall_only:
         app.add_middleware(AuthGuard, **guard)  # type: ignore[arg-type]
         app.add_middleware(BodyLimit, limit=max_body_bytes)
@@ -179,7 +185,9 @@ def _endpoint(op: Operation[Any, Any], backend: Callable[[], EngramBackend]) -> 
     """The route function of ``op``: the body validated as ``op.request``, the result enveloped."""
 
     async def endpoint(body: BaseModel, request: Request) -> JSONResponse:
-        result = await backend().call(op, body)
+        # What the guard decided (the caller and the named objects out of its reach) narrows the call.
+        reach = request.scope.get(REACH_KEY)
+        result = await within_reach(op.name, body, reach, lambda narrowed: backend().call(op, narrowed))
         trace_id = trace_id_of(request)
         if op.empty_is_miss and not getattr(result, "hit", True):
             return envelope(ErrorCode.NO_RELEVANT_MEMORY, "no relevant memory", trace_id, result)

@@ -117,7 +117,7 @@ class LocalBackend(LocalPrivacyHelpers):
         return await self.write_path.accept_add(request)
 
     async def task(self, request: TaskRequest) -> TaskView:
-        return await self.write_path.task(request.task_id)
+        return await self.write_path.task(request.task_id, request.user_id)
 
     async def add_structured(self, request: AddStructuredRequest) -> MemoryCreated | TaskAccepted:
         return await self.write_path.accept_structured(request)

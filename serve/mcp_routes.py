@@ -2,12 +2,14 @@
 
 Stateless, so any ingress replica answers any request (no session to keep). Each tool call runs
 the app's own HTTP routes in process (``httpx.ASGITransport``) with the caller's API key headers:
-the auth guard, tenancy, switches, rate limits and validation apply exactly as over HTTP. The MCP
+the auth guard, tenancy, switches, rate limits and validation apply exactly as over HTTP; every
+MCP request itself (initialize, tools/list) needs a valid key when keys are configured. The MCP
 session manager runs inside the app's lifespan (Serve runs an ingress app's lifespan).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -16,10 +18,12 @@ import httpx
 from fastapi import FastAPI
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engram.models.errors import EngramError
 from engram.serve.auth import Authenticator, presented_key
 from engram.serve.client import AsyncEngramClient
+from engram.serve.envelope import envelope
 from engram.serve.mcp_tools import CLIENT, Credentials, build_mcp_server
 
 MCP_PATH = "/mcp"
@@ -62,10 +66,33 @@ def add_mcp_route(app: FastAPI, auth: Callable[[], Authenticator]) -> None:
     mcp_app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, transport_security=security
     )
-    # The MCP endpoint as a route of this app (a mount at "/" would answer every unknown path).
+    # The MCP endpoint as a route of this app (a mount at "/" would answer every unknown path),
+    # behind the key check: every MCP request (initialize and tools/list too) needs a valid key.
     (endpoint,) = [r for r in mcp_app.routes if isinstance(r, Route) and r.path == MCP_PATH]
-    app.router.routes.append(endpoint)
+    app.router.routes.append(
+        Route(MCP_PATH, endpoint=KeyRequired(endpoint.app, auth), methods=endpoint.methods)
+    )
     _run_in_lifespan(app, server.session_manager.run)
+
+
+class KeyRequired:
+    """An ASGI app answering 40101 (in the envelope) unless the request carries a valid key (P9)."""
+
+    def __init__(self, app: ASGIApp, auth: Callable[[], Authenticator]) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {
+                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []
+            }
+            try:
+                self.auth().authenticate(presented_key(headers))
+            except EngramError as exc:  # no key, a wrong one, or no authenticator yet (50301)
+                await envelope(exc.code, exc.message, uuid.uuid4().hex)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _run_in_lifespan(app: FastAPI, context: Callable[[], AbstractAsyncContextManager[Any]]) -> None:

@@ -68,7 +68,7 @@ Res = TypeVar("Res")
 class Access(Enum):
     """Who may call an operation once authenticated (SPEC P4; the rules are in ``auth.authorize``)."""
 
-    OPEN = "open"  # any valid key: a task id is an unguessable capability handed to its writer
+    TASK = "task"  # the named task's user, app and level decide (``tenancy``)
     APP = "app"  # the request's app_id and level decide
     RECALL = "recall"  # the recall scope decides
     CHANGE_LOG = "change_log"  # a key reads the log of its own apps
@@ -187,7 +187,7 @@ class Operations:
         "task",
         TaskRequest,
         TaskView,
-        Access.OPEN,
+        Access.TASK,
         "The state of an accepted write and its decisions (W2).",
         dispatch=Dispatch.ANY_SHARD,
     )

@@ -8,13 +8,14 @@ in-process and Ray-handle implementations, and the forwarding of the shard actor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ray.actor import ActorHandle
 
 from engram.actors.privacy import PrivacyService
 from engram.models.privacy import ExportDownloadRequest, MemoryAppsRequest
+from engram.models.rules.task_reach import TaskOwner
 from engram.serve.remote_errors import unwrap
 
 
@@ -35,6 +36,10 @@ class PrivacyHelpers(Protocol):
         """The user's raw switch map ("" = global switch)."""
         ...
 
+    async def task_owner(self, task_id: str) -> TaskOwner | None:
+        """Whose a task is and who may read it (tenancy checks); None when unknown."""
+        ...
+
 
 class LocalPrivacyHelpers:
     """``PrivacyHelpers`` in one process."""
@@ -51,6 +56,10 @@ class LocalPrivacyHelpers:
 
     async def switches(self, user_id: str) -> Mapping[str, bool]:
         return await self.privacy.switches(user_id)
+
+    async def task_owner(self, task_id: str) -> TaskOwner | None:
+        async with self.privacy.service.metadata.transaction(readonly=True) as tx:
+            return await tx.task_owner(task_id)
 
 
 class RayPrivacyHelpers:
@@ -71,6 +80,18 @@ class RayPrivacyHelpers:
     async def switches(self, user_id: str) -> Mapping[str, bool]:
         return await unwrap(self.shard(user_id).switches.remote(user_id))
 
+    def all_shards(self) -> Sequence[ActorHandle[Any]]:
+        """Every shard actor (provided by the class this is mixed into)."""
+        raise NotImplementedError
+
+    async def task_owner(self, task_id: str) -> TaskOwner | None:
+        # A task names no user: ask the shards in turn, as the ``task`` operation does.
+        for shard in self.all_shards():
+            owner: TaskOwner | None = await unwrap(shard.task_owner.remote(task_id))
+            if owner is not None:
+                return owner
+        return None
+
 
 class ForwardPrivacyHelpers:
     """The privacy helpers of a class holding an operation backend (shard actor, Ingress)."""
@@ -89,3 +110,6 @@ class ForwardPrivacyHelpers:
 
     async def switches(self, user_id: str) -> Mapping[str, bool]:
         return await (await self.operation_backend()).switches(user_id)
+
+    async def task_owner(self, task_id: str) -> TaskOwner | None:
+        return await (await self.operation_backend()).task_owner(task_id)

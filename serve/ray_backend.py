@@ -34,6 +34,10 @@ class RayBackend(RayPrivacyHelpers):
         """The shard actor that owns ``user_id``."""
         return self._shards[shard_of(user_id, len(self._shards))]
 
+    def all_shards(self) -> Sequence[ActorHandle[Any]]:
+        """Every shard actor."""
+        return self._shards
+
     async def call(self, op: Operation[Req, Res], request: Req) -> Res:
         if op.dispatch is Dispatch.RECALL:
             recall = await self._recall.get()

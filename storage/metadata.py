@@ -21,6 +21,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from engram.models.domain import ChangeLogEntry, Memory, WriteTask
 from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status, TaskStatus
+from engram.models.rules.task_reach import REACH_ADMIN, TaskOwner, task_reach
 from engram.storage.crypto import ContentCipher
 from engram.storage.database import READONLY_OPTION, is_sqlite
 from engram.storage.keyring import KeyRing
@@ -547,9 +548,12 @@ class MetadataTx:
         rows = []
         for task in tasks:
             cipher = await self.cipher(task.user_id)
+            app_id, reach = task_reach(task.kind, task.payload)
             rows.append(
                 {
                     "task_id": task.task_id,
+                    "app_id": app_id,
+                    "reach": reach,
                     "user_id": task.user_id,
                     "kind": task.kind,
                     "status": task.status.value,
@@ -578,6 +582,18 @@ class MetadataTx:
         if row is None:
             return None
         return _task_from_row(row, await self.existing_cipher(row["user_id"]))
+
+    async def task_owner(self, task_id: str) -> TaskOwner | None:
+        """Whose the task is and who may read it (tenancy, P9), without decrypting anything."""
+        columns = (write_tasks.c.user_id, write_tasks.c.kind, write_tasks.c.app_id, write_tasks.c.reach)
+        row = (
+            await self.conn.execute(select(*columns).where(write_tasks.c.task_id == task_id))
+        ).one_or_none()
+        if row is None:
+            return None
+        user_id, kind, app_id, reach = row
+        # Not filled yet (a row from before migration 0008 the backfill has not reached): admin only.
+        return TaskOwner(user_id, kind, app_id or "", reach or REACH_ADMIN)
 
     async def start_task(self, task_id: str, at: datetime) -> int:
         """Mark an unfinished task RUNNING and count the attempt; returns its attempts (0: none such)."""

@@ -162,6 +162,9 @@ write_tasks = Table(
     Column("attempts", Integer, nullable=False, default=0),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    # Who may read the task (models.rules.task_reach), kept apart from the payload (migration 0008).
+    Column("app_id", SCOPE_ID),
+    Column("reach", String(16)),
     Index(None, "status", "created_at"),
     Index(None, "user_id", "created_at"),
 )

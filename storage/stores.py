@@ -16,6 +16,7 @@ from engram.storage.metadata import MetadataStore
 from engram.storage.migrate import upgrade
 from engram.storage.private_files import private_dir, private_umask
 from engram.storage.reseal import reseal_plaintext
+from engram.storage.task_backfill import backfill_task_reach
 from engram.storage.vector_copies import CopyingVectorStore
 from engram.storage.vectors import MilvusVectorStore, VectorStore
 
@@ -67,6 +68,7 @@ async def open_stores(
         await check_master_key(metadata.keyring, conn, may_create=True)
     if migrate:
         await reseal_plaintext(metadata)  # rows from before migration 0005, once
+        await backfill_task_reach(metadata)  # tasks from before migration 0008, once
     await check_collection_model(metadata, storage.collection, embedder.model_name, embedder.dim, utcnow)
     index = MilvusVectorStore(
         storage.resolved_milvus_uri(),

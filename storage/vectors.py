@@ -174,8 +174,13 @@ def _scope_expr(scope: VectorScope) -> str | None:
     app_key = _optional_key(scope.app_id)
     if app_key:
         levels.append(_all(_eq("level", Level.APP.value), _eq("app_key", app_key)))
-    if scope.session_id:
-        session_app = _any(_eq("app_key", ""), _eq("app_key", app_key)) if app_key else _eq("app_key", "")
+    # A session's memories: those of its app, and those without an app only with the user's global
+    # memories (P4, as actors.isolation.in_scope).
+    session_apps = ([_eq("app_key", "")] if scope.include_global else []) + (
+        [_eq("app_key", app_key)] if app_key else []
+    )
+    if scope.session_id and session_apps:
+        session_app = _any(*session_apps)
         levels.append(
             _all(
                 _eq("level", Level.SESSION.value),

@@ -82,13 +82,15 @@ async def test_a_key_reaches_only_its_own_apps(app: PrivacyApp) -> None:
         await code(app, "recall", {"user_id": "u", "query": "q", "scope": {"app_id": "clinic"}}, TENANT_A)
         == 40303
     )
+    # Another app's memory is answered as an unknown one (P9: no 40303/40401 oracle).
     for route, body in (
         ("history", {"user_id": "u", "memory_id": clinic}),
         ("delete", {"user_id": "u", "memory_id": clinic}),
         ("update", {"user_id": "u", "memory_id": clinic, "content": "changed"}),
-        ("batch_delete", {"user_id": "u", "memory_ids": [shop, clinic]}),
     ):
-        assert await code(app, route, body, TENANT_A) == 40303, route
+        assert await code(app, route, body, TENANT_A) == 40401, route
+    batch = await app.ok("batch_delete", {"user_id": "u", "memory_ids": [shop, clinic]}, TENANT_A)
+    assert batch == {"deleted": [shop], "not_found": [clinic]}
     assert await code(app, "change_log", {"user_id": "u"}, TENANT_A) == 40303
     assert await code(app, "change_log", {"user_id": "u", "app_id": "shop"}, TENANT_A) == 0
     # Tenant B may not touch the user's global memories at all.

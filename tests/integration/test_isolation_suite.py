@@ -152,7 +152,9 @@ SCOPE_TABLE: list[tuple[str, bool | str, str, str, bool]] = [
     ("SESSION of an app", "*", "other", "same", False),
     ("SESSION of an app", "*", "*", "none", False),
     ("SESSION of an app", "*", "*", "other", False),
-    ("SESSION without app", "*", "*", "same", True),
+    # A session memory without an app is one of the user's global memories (P4, #27).
+    ("SESSION without app", True, "*", "same", True),
+    ("SESSION without app", False, "*", "same", False),
     ("SESSION without app", "*", "*", "none", False),
     ("SESSION without app", "*", "*", "other", False),
 ]

@@ -113,7 +113,11 @@ async def test_scope_levels_and_users_never_leak(store: MilvusVectorStore) -> No
     assert await visible(store, scope(app="app1", session="s1")) == ids(
         "global", "app1", "s1_app1", "s1_noapp"
     )
-    assert await visible(store, scope(include_global=False, session="s1")) == ids("s1_noapp")
+    # A session memory without an app is one of the user's global memories (P4, #27).
+    assert await visible(store, scope(include_global=False, session="s1")) == set()
+    assert await visible(store, scope(include_global=False, app="app1", session="s1")) == ids(
+        "app1", "s1_app1"
+    )
     assert await visible(store, scope(include_global=False, app="app2", session="s2")) == ids("app2")
     assert await visible(store, scope(include_global=False)) == set()
     assert await visible(store, scope(user="bob", app="app1", session="s1")) == ids(

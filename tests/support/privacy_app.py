@@ -6,13 +6,15 @@ must cost no model time, and the counters prove it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import numpy as np
+from fastapi import FastAPI
 from pydantic import BaseModel
 
 from engram.actors.engines.base import Engine, EngineError, StructuredRequest
@@ -91,8 +93,11 @@ class PrivacyApp:
 
 
 @asynccontextmanager
-async def privacy_app(settings: Settings, stores: Stores, clock: Any) -> AsyncIterator[PrivacyApp]:
-    """The real FastAPI app over real stores, gated and guarded as the ingress does it."""
+async def privacy_app(
+    settings: Settings, stores: Stores, clock: Any, *, mcp: bool = False
+) -> AsyncIterator[PrivacyApp]:
+    """The real FastAPI app over real stores, gated and guarded as the ingress does it; with ``mcp``
+    also the MCP tools at /mcp (the app's lifespan runs their session manager)."""
     embedder = CountingEmbedder(stores.embedder)
     engine = CountingEngine(engine_from_settings(settings.engine))
     service = MemoryService(settings, stores.metadata, stores.vectors, embedder, clock=clock, engine=engine)
@@ -104,11 +109,39 @@ async def privacy_app(settings: Settings, stores: Stores, clock: Any) -> AsyncIt
         lambda: gate,  # type: ignore[arg-type,return-value]
         max_body_bytes=settings.limits.max_request_bytes,
         auth=lambda: authenticator,
+        mcp=mcp,
     )
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+    async with (
+        running_lifespan(app) if mcp else nullcontext(),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http,
+    ):
         try:
             yield PrivacyApp(http, service, write_path, local, gate, embedder, engine, settings, app)
         finally:
             await write_path.close()
             await service.drain()
+
+
+@asynccontextmanager
+async def running_lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """The app's lifespan run in a task of its own: it is entered and left in the same task (anyio's
+    rule), while a test's fixture may be set up and torn down in different ones."""
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def run() -> None:
+        async with app.router.lifespan_context(app):
+            started.set()
+            await stop.wait()
+
+    task = asyncio.create_task(run())
+    waiting = asyncio.create_task(started.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        waiting.cancel()
+        task.result()  # the lifespan failed to start: raise why
+    try:
+        yield
+    finally:
+        stop.set()
+        await task

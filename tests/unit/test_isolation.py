@@ -44,6 +44,9 @@ SESSION_NO_APP = memory(Level.SESSION, "", "s1")
         ({"app_id": "b", "session_id": "s1"}, {"GLOBAL", "SESSION_NO_APP"}),
         ({"session_id": "s1"}, {"GLOBAL", "SESSION_NO_APP"}),
         ({"app_id": "a", "session_id": "s2"}, {"GLOBAL", "APP_A"}),
+        # A session memory without an app is one of the user's global memories (P4, #27).
+        ({"app_id": "a", "session_id": "s1", "include_global": False}, {"APP_A", "SESSION_A"}),
+        ({"session_id": "s1", "include_global": False}, set()),
     ],
 )
 def test_scope_visibility(scope: dict[str, object], expected: set[str]) -> None:

@@ -146,7 +146,7 @@ def test_authorization_follows_each_operations_access() -> None:
         if op.access is Access.ADMIN:
             with pytest.raises(Exception, match="admin"):
                 authorize(app_key, op.path, {"user_id": "u1"}, {})
-    authorize(app_key, "task", {"task_id": "t1"}, {})  # OPEN
+    authorize(app_key, "task", {"task_id": "t1"}, {})  # an unknown task: the route answers 40401
     with pytest.raises(Exception, match="admin"):
         authorize(app_key, "user/export/download", {"user_id": "u1"}, {})
     with pytest.raises(Exception, match="admin"):
