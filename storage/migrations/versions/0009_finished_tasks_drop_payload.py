@@ -5,7 +5,7 @@ the tasks finished before it. No key is needed (the payload is replaced, not rea
 running task needs is touched, and there is nothing to restore on downgrade.
 
 Revision ID: 0009
-Revises: 0007 (rechained after 0008 on merge)
+Revises: 0008
 Create Date: 2026-12-02
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
