@@ -47,10 +47,14 @@ def decode_vector(text: str, dim: int) -> np.ndarray | None:
 
 
 def exported(memory: Memory, vector: np.ndarray | None, changes: Sequence[ChangeLogEntry]) -> ExportedMemory:
-    """The export record of one memory (its content must be readable)."""
+    """The export record of one memory (its content must be readable).
+
+    Written as stored, unvalidated: a memory kept from before the ranges of ``models.bounds`` (an
+    ``expire_at`` in year 9999) is still exported; an import then names that line and field (40001).
+    """
     if memory.content is None:
         raise ValueError("a memory without readable content cannot be exported")
-    return ExportedMemory(
+    return ExportedMemory.model_construct(
         memory_id=memory.memory_id,
         user_id=memory.user_id,
         app_id=memory.app_id or None,
@@ -83,7 +87,7 @@ def exported(memory: Memory, vector: np.ndarray | None, changes: Sequence[Change
         trust=trust_of(source_of(memory.source_type, memory.ownership)),
         vector=None if vector is None else encode_vector(vector),
         changes=[
-            ExportedChange(
+            ExportedChange.model_construct(
                 op_type=c.op_type,
                 op_source=c.op_source,
                 op_time=c.op_time,
@@ -108,7 +112,7 @@ def is_profile_line(text: str) -> bool:
         return False
     try:
         item = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not a profile line: parse_line refuses it with 40001
         return False
     return isinstance(item, dict) and PROFILE_KEY in item and "memory_id" not in item
 

@@ -40,6 +40,7 @@ from engram.actors.memory_service import MemoryService
 from engram.actors.sensitive import held_line, screened_line
 from engram.actors.views import memory_view
 from engram.models.api import UserImportRequest, UserListRequest, UserPurgeRequest, UserSwitchRequest
+from engram.models.bounds import in_range
 from engram.models.domain import GLOBAL_APP, WriteTask
 from engram.models.enums import OpSource, OpType, Status, TaskStatus
 from engram.models.errors import EngramError, ErrorCode
@@ -88,7 +89,8 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise EngramError(
             ErrorCode.BAD_PARAMETER, "bad parameter: cursor is not one this service issued"
         ) from None
-    if position[0].tzinfo is None or len(position[1]) > 64:
+    # Out of range, the store's conversion to UTC would overflow (a forged cursor).
+    if not in_range(position[0]) or len(position[1]) > 64:
         raise EngramError(ErrorCode.BAD_PARAMETER, "bad parameter: cursor is not one this service issued")
     return position
 

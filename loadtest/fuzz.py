@@ -5,7 +5,13 @@ document's links (add -> task, add_structured -> update / history / delete, upda
 user/export -> task: ``serve.operations``), so ids that exist reach the operations that read and
 change them. Each answer must be no server error (a recall past its own ``timeout_ms`` answers
 504 / 50401 by contract, SPEC R5, and is not one) and must match the documented response schema
-for its status. The e2e suite runs a bounded round; the long run is
+for its status, and must be the envelope with a documented code (C9) whose class is the HTTP
+status. Then an edge round (issue #27) sends every operation what the schema alone never makes:
+bodies that are not one JSON object (malformed, an array, nested far past the depth limit, NaN),
+and valid bodies with one value pushed past the stores' range (a naive or year-9999 datetime, an
+integer past 64 bits, a 19-digit cursor, import lines with such values); all must be 40001.
+Generated date-times include naive ones and every year from 1 to 9999. The e2e suite runs a
+bounded round; the long run is
 
     engram bench fuzz --max-examples 650 [--url http://127.0.0.1:8000]
 
@@ -20,14 +26,23 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+import requests
 import schemathesis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.core.result import Err
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
+
+from engram.models.errors import ErrorCode
+
+NDJSON = "application/x-ndjson"
+HEALTH = "GET /healthz"
+DOCUMENTED = {int(code) for code in ErrorCode}
 
 
 @dataclass
@@ -42,6 +57,10 @@ class FuzzReport:
     # Steps of the stateful run that followed a link, by link; and those answered with code 0.
     linked_steps: Counter[str] = field(default_factory=Counter)
     linked_ok: Counter[str] = field(default_factory=Counter)
+    # Answers that were no envelope, had a code outside C9, or an HTTP status not its code's class.
+    undocumented: int = 0
+    # Requests of the edge round (issue #27), all of which must be 40001.
+    edge_requests: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The report as plain JSON-ready data."""
@@ -54,16 +73,43 @@ class FuzzReport:
             "failures": self.failures,
             "linked_steps": dict(self.linked_steps),
             "linked_ok": dict(self.linked_ok),
+            "undocumented": self.undocumented,
+            "edge_requests": self.edge_requests,
         }
 
-    def check(self, name: str, response: Any) -> None:
-        """Count one answer; AssertionError when it is a server error."""
+    def check(self, name: str, response: Any) -> int | None:
+        """Count one answer and return its code; AssertionError when it is a server error or not
+        the envelope with a documented code and that code's HTTP status."""
         self.by_operation[name] += 1
         self.statuses[response.status_code] += 1
+        if name == HEALTH or (response.status_code == 200 and _content_type(response).startswith(NDJSON)):
+            return None  # the health check's {"status": "ok"}, the export download's stream
+        code = envelope_code(response)
+        if code is None or code not in DOCUMENTED or ErrorCode(code).http_status != response.status_code:
+            self.undocumented += 1
+            raise AssertionError(f"not a documented answer: {response.status_code} {response.text[:300]}")
         if response.status_code >= 500:
-            code = response.json().get("code")
             timed_out = response.status_code == 504 and code == 50401
             assert timed_out, f"server error {response.status_code}: {response.text[:300]}"
+        return code
+
+
+def _content_type(response: Any) -> str:
+    # schemathesis' responses hold a list of values per header, requests' one string.
+    value = response.headers.get("content-type") or response.headers.get("Content-Type") or ""
+    return str(value[0] if isinstance(value, list) and value else value)
+
+
+def envelope_code(response: Any) -> int | None:
+    """The ``code`` of an answer that is the envelope ``{code, msg, trace_id, data}``, else None."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return None
+    if not isinstance(payload, dict) or set(payload) != {"code", "msg", "trace_id", "data"}:
+        return None
+    code = payload["code"]
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 _CHECKS = [response_schema_conformance, status_code_conformance]
@@ -77,7 +123,8 @@ def fuzz(url: str, max_examples: int, scenarios: int | None = None) -> FuzzRepor
     # Linked sequences first: the stateless round switches generated users off (user/switch),
     # after which their adds are refused and no add -> task sequence could run.
     try:
-        _fuzz_links(schema, max_examples if scenarios is None else scenarios, report)
+        if scenarios != 0:  # 0: no linked sequences (the in-process round, where they are slow)
+            _fuzz_links(schema, max_examples if scenarios is None else scenarios, report)
     except Exception as exc:
         report.failures["stateful"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
     for result in schema.get_all_operations():
@@ -91,6 +138,10 @@ def fuzz(url: str, max_examples: int, scenarios: int | None = None) -> FuzzRepor
             _fuzz_operation(operation, name, max_examples, report)
         except Exception as exc:  # a failing example: recorded with its reproduction, then on to the next
             report.failures[name] = f"{type(exc).__name__}: {str(exc)[:2000]}"
+    try:
+        _fuzz_edges(schema, url, max_examples, report)
+    except Exception as exc:
+        report.failures["edges"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
     report.requests = sum(report.by_operation.values())
     return report
 
@@ -145,6 +196,176 @@ def _fuzz_operation(operation: Any, name: str, max_examples: int, report: FuzzRe
         response = case.call(timeout=60)
         report.check(name, response)
         case.validate_response(response, checks=_CHECKS)
+
+    check()
+
+
+# --- the edge round (issue #27) ---------------------------------------------------------------
+
+JSON = "application/json"
+NAIVE = "2026-03-01T12:00:00"
+FAR_TIMES = ("0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00", "9999-12-31T23:59:59Z", NAIVE)
+HUGE_INTS = (2**31, 2**63, 10**30, -(2**63) - 1)
+# The contract's integer and date-time fields, wherever they nest (messages, batch items).
+INT_FIELDS = frozenset({"top_k", "limit", "timeout_ms"})
+TIME_FIELDS = frozenset({"timestamp", "expire_at", "valid_at", "as_of", "since", "until"})
+
+
+def _date_times() -> st.SearchStrategy[str]:
+    """RFC 3339 date-times of every year from 1 to 9999, naive ones, and the range's worst edges."""
+    moments = st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59))
+    offsets = st.sampled_from(["Z", "+00:00", "+05:30", "-08:00", "+23:59", ""])
+    return st.one_of(
+        st.builds(lambda at, offset: at.isoformat() + offset, moments, offsets), st.sampled_from(FAR_TIMES)
+    )
+
+
+schemathesis.openapi.format("date-time", _date_times())
+
+
+def nested(depth: int) -> Any:
+    """A JSON value ``depth`` levels deep, objects and arrays in turn."""
+    value: Any = 1
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+def edge_bodies() -> list[tuple[str, bytes, str]]:
+    """Bodies that are not one JSON object within the depth limit: (name, bytes, content type)."""
+    return [
+        ("malformed", b'{"user_id": "u", "query":', JSON),
+        ("array", b"[]", JSON),
+        ("string", b'"x"', JSON),
+        ("null", b"null", JSON),
+        ("empty", b"", JSON),
+        ("nan", b'{"user_id": "u", "query": "q", "min_relevance": NaN}', JSON),
+        ("arrays past the parser", b"[" * 100_000 + b"]" * 100_000, JSON),
+        ("objects past the parser", b'{"a":' * 50_000 + b"1" + b"}" * 50_000, JSON),
+        ("past the depth limit", json.dumps({"user_id": "u", "scope": nested(40)}).encode(), JSON),
+        ("5000-digit integer", b'{"user_id": "u", "top_k": ' + b"9" * 5000 + b"}", JSON),
+        ("not json typed", b'{"user_id": "u", "query": "q"}', "text/plain"),
+    ]
+
+
+def edge_import_lines() -> list[str]:
+    """Export lines with one value past the stores' range (a count, a datetime, a weight)."""
+    at = "2026-01-01T12:00:00Z"
+    line: dict[str, Any] = {
+        "memory_id": "ab" * 16, "user_id": "u", "app_id": None, "session_id": None, "level": "GLOBAL",
+        "ownership": "USER", "mem_type": "SEMANTIC", "content": "Likes tea", "weight": 0.5,
+        "weight_at": at, "status": "ACTIVE", "is_important": False, "recall_count": 0, "created_at": at,
+        "updated_at": at, "last_recalled_at": None, "expire_at": None, "archived_at": None,
+        "deleted_at": None, "source_session_id": None, "source_msg_id": None, "custom_tags": [],
+        "entities": [], "embedding_model": "m", "valid_at": at, "invalid_at": None,
+        "superseded_by": None, "confidence": 1.0, "source_type": "conversation", "vector": None,
+    }  # fmt: skip
+    lines = [json.dumps({**line, "recall_count": n}) for n in HUGE_INTS]
+    lines += [json.dumps({**line, name: when}) for name in ("valid_at", "expire_at") for when in FAR_TIMES]
+    lines.append(json.dumps(line)[:-1] + ', "confidence": NaN}')
+    return lines
+
+
+def _top_fields(document: dict[str, Any], operation: Any) -> dict[str, str]:
+    """The request body's top-level fields that take a date-time, an integer or a decimal cursor."""
+    content = document["paths"][operation.path]["post"].get("requestBody", {}).get("content", {})
+    schema = content.get(JSON, {}).get("schema", {})
+    if "$ref" in schema:
+        schema = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+    kinds: dict[str, str] = {}
+    for name, prop in schema.get("properties", {}).items():
+        for option in [prop, *prop.get("anyOf", [])]:
+            if option.get("format") == "date-time" and name in TIME_FIELDS:
+                kinds[name] = "time"
+            elif option.get("type") == "integer" and name in INT_FIELDS:
+                kinds[name] = "int"
+            elif name == "cursor" and option.get("pattern", "").startswith("^[0-9]"):
+                kinds[name] = "cursor"
+            elif name == "lines":
+                kinds[name] = "lines"
+    return kinds
+
+
+def _spoil(body: Any, kinds: dict[str, str], edit: str, pick: int) -> bool:
+    """Put one value past the range into every field of kind ``edit`` (top level, and datetimes and
+    integers wherever they nest); True when something changed."""
+    bad: dict[str, Any] = {
+        "time": FAR_TIMES[pick % len(FAR_TIMES)],
+        "int": HUGE_INTS[pick % len(HUGE_INTS)],
+        "cursor": "9" * 19,
+        "lines": [edge_import_lines()[pick % len(edge_import_lines())]],
+    }
+    changed = False
+    stack = [body]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+            continue
+        if not isinstance(item, dict):
+            continue
+        for name, value in list(item.items()):
+            # By name: an integer user id past 64 bits, or content that reads as a date, is valid.
+            if edit == "int" and name in INT_FIELDS and isinstance(value, int):
+                item[name], changed = bad["int"], True
+            elif edit == "time" and name in TIME_FIELDS and isinstance(value, str):
+                item[name], changed = bad["time"], True
+            else:
+                stack.append(value)
+    for name, kind in kinds.items():
+        if kind == edit and isinstance(body, dict):
+            body[name], changed = bad[kind], True
+    return changed
+
+
+def _fuzz_edges(schema: Any, url: str, max_examples: int, report: FuzzReport) -> None:
+    """Every operation: the edge bodies, then valid bodies spoiled one kind at a time; all 40001."""
+    document = requests.get(f"{url.rstrip('/')}/openapi.json", timeout=60).json()
+    for result in schema.get_all_operations():
+        if isinstance(result, Err):
+            continue
+        operation = result.ok()
+        name = f"{operation.method.upper()} {operation.path}"
+        if operation.method.upper() != "POST":
+            continue  # the health check takes no body
+        try:
+            for label, raw, content_type in edge_bodies():
+                response = requests.post(
+                    f"{url.rstrip('/')}{operation.path}",
+                    data=raw,
+                    headers={"content-type": content_type},
+                    timeout=60,
+                )
+                report.edge_requests += 1
+                code = report.check(name, response)
+                assert code == 40001, f"edge body {label!r} answered {code}: {response.text[:300]}"
+            _spoiled_cases(operation, name, _top_fields(document, operation), max_examples, report)
+        except Exception as exc:
+            report.failures[f"edges {name}"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
+
+
+def _spoiled_cases(
+    operation: Any, name: str, kinds: dict[str, str], max_examples: int, report: FuzzReport
+) -> None:
+    @given(
+        case=operation.as_strategy(),
+        edit=st.sampled_from(["time", "int", "cursor", "lines"]),
+        pick=st.integers(0, 15),
+    )
+    @hypothesis_settings(
+        max_examples=max(1, max_examples // 4),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,
+        database=None,
+    )
+    def check(case: Any, edit: str, pick: int) -> None:
+        changed = _spoil(case.body, kinds, edit, pick)
+        response = case.call(timeout=60)
+        report.edge_requests += 1
+        code = report.check(name, response)
+        if changed:
+            assert code == 40001, f"a {edit} past the range answered {code}: {response.text[:300]}"
 
     check()
 

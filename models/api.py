@@ -8,8 +8,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from engram.models.bounds import Instant, Int64Text
 from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Role, Status, TaskStatus
 from engram.models.ids import Identifier, MemoryId
 from engram.models.profile import UserProfile
@@ -43,7 +44,7 @@ class Message(_Request):
     role: Role
     content: Annotated[str, StringConstraints(max_length=MAX_CONTENT_CHARS)]
     msg_id: Identifier | None = None
-    timestamp: AwareDatetime | None = None
+    timestamp: Instant | None = None
 
 
 class AddStrategy(_Request):
@@ -82,8 +83,8 @@ class AddStructuredRequest(_Request):
     mem_type: MemType
     content: Content
     is_important: bool = False
-    expire_at: AwareDatetime | None = None
-    valid_at: AwareDatetime | None = None
+    expire_at: Instant | None = None
+    valid_at: Instant | None = None
     custom_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     source_msg_id: Identifier | None = None
     sync: bool = False
@@ -107,8 +108,8 @@ class BatchItem(_Request):
     mem_type: MemType
     content: Content
     is_important: bool = False
-    expire_at: AwareDatetime | None = None
-    valid_at: AwareDatetime | None = None
+    expire_at: Instant | None = None
+    valid_at: Instant | None = None
     custom_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     source_msg_id: Identifier | None = None
 
@@ -233,7 +234,7 @@ class RecallRequest(_Request):
     top_k: int | None = Field(None, ge=1, le=100)
     min_relevance: float | None = Field(None, ge=0, le=1)
     include_archived: bool = False
-    as_of: AwareDatetime | None = None
+    as_of: Instant | None = None
     timeout_ms: int | None = Field(None, ge=1, le=60_000)
     # The user's profile (L7) of the recall's scope, in the response's ``profile`` field.
     include_profile: bool = False
@@ -288,7 +289,7 @@ class UpdateRequest(_Request):
     memory_id: MemoryId
     content: Content | None = None
     is_important: bool | None = None
-    expire_at: AwareDatetime | None = None
+    expire_at: Instant | None = None
     custom_tags: list[Tag] | None = Field(None, max_length=MAX_TAGS)
 
     @model_validator(mode="after")
@@ -389,9 +390,10 @@ class ChangeLogRequest(_Request):
     user_id: Identifier
     app_id: Identifier | None = None
     op_type: OpType | None = None
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
-    cursor: Annotated[str, StringConstraints(pattern=r"^[0-9]{1,19}$")] | None = None
+    since: Instant | None = None
+    until: Instant | None = None
+    # A change id: at most a signed 64-bit integer (the column is bigint).
+    cursor: Int64Text | None = None
     limit: int = Field(50, ge=1, le=500)
 
 

@@ -5,11 +5,10 @@ The requests (``UserListRequest`` ...) live with the rest of the contract in ``m
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.models.api import MemoryView
+from engram.models.bounds import Count, Instant, UnitFloat
 from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status
 from engram.models.ids import Identifier, MemoryId
 from engram.models.provenance import Trust
@@ -73,7 +72,7 @@ class ExportedChange(BaseModel):
 
     op_type: OpType
     op_source: OpSource
-    op_time: datetime
+    op_time: Instant
     reason: str = Field(max_length=4000)
     content_before: str | None = None
     content_after: str | None = None
@@ -94,26 +93,26 @@ class ExportedMemory(BaseModel):
     ownership: Ownership
     mem_type: MemType
     content: str = Field(min_length=1, max_length=16_000)
-    weight: float = Field(ge=0, le=1)
-    weight_at: datetime
+    weight: UnitFloat
+    weight_at: Instant
     status: Status
     is_important: bool
-    recall_count: int = Field(ge=0)
-    created_at: datetime
-    updated_at: datetime
-    last_recalled_at: datetime | None
-    expire_at: datetime | None
-    archived_at: datetime | None
-    deleted_at: datetime | None
+    recall_count: Count
+    created_at: Instant
+    updated_at: Instant
+    last_recalled_at: Instant | None
+    expire_at: Instant | None
+    archived_at: Instant | None
+    deleted_at: Instant | None
     source_session_id: Identifier | None
     source_msg_id: Identifier | None
     custom_tags: list[str] = Field(max_length=64)
     entities: list[str] = Field(max_length=256)
     embedding_model: str = Field(max_length=128)
-    valid_at: datetime
-    invalid_at: datetime | None
+    valid_at: Instant
+    invalid_at: Instant | None
     superseded_by: MemoryId | None
-    confidence: float
+    confidence: UnitFloat
     source_type: str = Field(max_length=32)
     # Derived from source_type (models.provenance), for readers of the file; an import ignores it.
     trust: Trust | None = None

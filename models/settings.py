@@ -14,7 +14,15 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,6 +31,7 @@ from pydantic_settings import (
 )
 
 from engram.models.enums import MemType, Ownership, SensitiveCategory
+from engram.models.redaction import problems
 
 CONFIG_ENV_VAR = "ENGRAM_CONFIG"
 # What a stop needs after the shards' grace: Serve's shutdown, Ray's, the sweep of leftovers.
@@ -178,7 +187,7 @@ class EngineSettings(BaseModel):
     name: Literal["rules", "openai", "local", "vllm"] = "rules"
     base_url: str = ""
     model: str = ""
-    api_key: str = ""
+    api_key: SecretStr = SecretStr("")
     timeout_s: float = Field(20.0, gt=0)
     threads: int = Field(1, ge=1)
     # The extraction deployment gathers concurrent requests into batches (@serve.batch).
@@ -401,7 +410,7 @@ class StorageSettings(BaseModel):
     data_dir: Path = Path("./engram-data")
     database_url: str = ""
     milvus_uri: str = ""
-    milvus_token: str = ""
+    milvus_token: SecretStr = SecretStr("")
     collection: str = "engram_memories"
     # milvus-lite scans unflushed rows one by one on every query (~45 us each): flush this often.
     milvus_lite_flush_rows: int = Field(256, ge=1)
@@ -644,14 +653,26 @@ class Settings(BaseSettings):
         return tuple(sources)
 
 
+class SettingsError(ValueError):
+    """Settings that do not validate, named by field and reason only (the values may be secrets)."""
+
+
+def _validated(overrides: dict[str, Any]) -> Settings:
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        # Not chained: pydantic's own message quotes every value given, an API key among them.
+        raise SettingsError(f"invalid settings: {problems(exc)}") from None
+
+
 def load_settings(yaml_file: str | Path | None = None, **overrides: Any) -> Settings:
     """Build Settings from a YAML file (or ``ENGRAM_CONFIG``), the environment and overrides."""
     if yaml_file is None:
-        return Settings(**overrides)
+        return _validated(overrides)
     previous = os.environ.get(CONFIG_ENV_VAR)
     os.environ[CONFIG_ENV_VAR] = str(yaml_file)
     try:
-        return Settings(**overrides)
+        return _validated(overrides)
     finally:
         if previous is None:
             del os.environ[CONFIG_ENV_VAR]

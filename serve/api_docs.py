@@ -6,7 +6,9 @@ import json
 import sys
 from typing import Any
 
+from engram.models.bounds import EARLIEST, LATEST
 from engram.models.errors import ErrorCode
+from engram.serve.body import MAX_DEPTH
 from engram.serve.http_app import build_http_app
 
 HEADER = """# HTTP API
@@ -27,9 +29,19 @@ admin role is 40303 (docs/privacy.md). `user/export/download` answers JSON Lines
 """
 
 
+INPUT_RULES = f"""A request body is one JSON object sent as `application/json`, at most
+`limits.max_request_bytes` (1 MiB) and {MAX_DEPTH} levels of nesting deep; anything else
+(malformed JSON, an array, `NaN`, an empty body) is 40001 for every key, before any tenancy
+rule. Date-times carry a timezone and lie between {EARLIEST.date()} and {LATEST.date()} (UTC);
+integers stay within their documented bounds (the `change_log` cursor within a signed 64-bit
+integer, an import line's `recall_count` within 32 bits, its `weight` and `confidence` within
+[0, 1]): a value outside is 40001, never stored.
+"""
+
+
 def render(openapi: dict[str, Any]) -> str:
     """The Markdown page for an OpenAPI document."""
-    lines = [HEADER, "## Routes", ""]
+    lines = [HEADER, INPUT_RULES, "## Routes", ""]
     schemas = openapi.get("components", {}).get("schemas", {})
     for path, methods in sorted(openapi["paths"].items()):
         for method, operation in methods.items():

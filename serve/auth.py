@@ -16,7 +16,6 @@ the ASGI layer that applies them before a route sees the request.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import time
 import uuid
@@ -32,6 +31,7 @@ from engram.models.metrics import METRICS
 from engram.models.rules.task_reach import TaskOwner
 from engram.models.settings import ApiKey, AuthSettings, LimitSettings, key_digest
 from engram.serve.auth_throttle import FailureThrottle, client_address, peer_of
+from engram.serve.body import content_type_of, parse_body, remember
 from engram.serve.envelope import envelope
 from engram.serve.operations import ACCESS_BY_PATH, Access
 from engram.serve.rate_limit import calling_as
@@ -296,7 +296,10 @@ class AuthGuard:
         # The rate limits count what this request does against its key (serve.rate_limit).
         with calling_as(principal.name):
             try:
-                body, replay = await _buffer(receive)
+                raw, replay = await _buffer(receive)
+                # The route's own parse (serve.body): a body it would refuse is 40001 for every key.
+                body = parse_body(content_type_of(headers), raw)
+                remember(scope, body)
                 hidden: frozenset[str] = frozenset()
                 if not principal.admin or principal.user_id is not None:
                     hidden = await self._authorize(principal, route, body)
@@ -305,12 +308,7 @@ class AuthGuard:
                 return
             await self.app({**scope, REACH_KEY: Reach(principal, hidden)}, replay, send)
 
-    async def _authorize(self, principal: Principal, route: str, raw: bytes) -> frozenset[str]:
-        try:
-            body = json.loads(raw) if raw else {}
-        except ValueError:
-            body = {}
-        body = body if isinstance(body, dict) else {}
+    async def _authorize(self, principal: Principal, route: str, body: Mapping[str, Any]) -> frozenset[str]:
         ids = memory_ids_of(route, body)
         apps: Mapping[str, str] = {}
         user_id = body.get("user_id")

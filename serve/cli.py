@@ -18,7 +18,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from engram.models.settings import load_settings
+from engram.models.redaction import redacted_settings
+from engram.models.settings import SettingsError, load_settings
 from engram.storage.database import create_engine
 from engram.storage.migrate import upgrade
 from engram.storage.private_files import private_umask
@@ -41,7 +42,8 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    print(json.dumps(settings.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    # Keys, tokens and passwords in URLs masked: this output lands in terminals, tickets and logs.
+    print(json.dumps(redacted_settings(settings), indent=2, ensure_ascii=False))
     return 0
 
 
@@ -527,7 +529,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Whatever a command creates (data dir, keys, Ray's session files) is the user's alone (P8).
     private_umask()
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except SettingsError as exc:  # its message names fields and reasons, never the values
+        print(exc, file=sys.stderr)
+        return 2
     return code
 
 

@@ -23,6 +23,7 @@ from engram.models.api import Envelope
 from engram.models.errors import EngramError, ErrorCode
 from engram.serve.auth import Authenticator, AuthGuard
 from engram.serve.backend import EngramBackend
+from engram.serve.body import ParsedBodyRoute
 from engram.serve.console import add_console_route
 from engram.serve.envelope import ERROR_RESPONSES, envelope, trace_id_of
 from engram.serve.host_check import LoopbackHostCheck
@@ -108,6 +109,8 @@ def build_http_app(
         version="0.1.0",
         description="Long-term memory for LLM agents. Every route answers {code, msg, trace_id, data}.",
     )
+    # Bodies are read by serve.body, the same parse (and the same 40001) as the auth guard's.
+    app.router.route_class = ParsedBodyRoute
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -74,7 +74,7 @@ async def open_stores(
         storage.resolved_milvus_uri(),
         storage.collection,
         embedder.dim,
-        token=storage.milvus_token,
+        token=storage.milvus_token.get_secret_value(),
         lite_flush_rows=storage.milvus_lite_flush_rows,
     )
     vectors = CopyingVectorStore(index, metadata)

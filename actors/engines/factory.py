@@ -40,7 +40,7 @@ def engine_from_settings(settings: EngineSettings) -> Engine:
             "openai",
             base_url=settings.base_url,
             model=settings.model,
-            api_key=settings.api_key,
+            api_key=settings.api_key.get_secret_value(),
             timeout_s=settings.timeout_s,
         )
     if settings.name == "local":
