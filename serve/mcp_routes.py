@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engram.models.errors import EngramError
 from engram.serve.auth import Authenticator, presented_key
+from engram.serve.auth_throttle import peer_of
 from engram.serve.client import AsyncEngramClient
 from engram.serve.envelope import envelope
 from engram.serve.mcp_tools import CLIENT, Credentials, build_mcp_server
@@ -88,7 +89,9 @@ class KeyRequired:
                 k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []
             }
             try:
-                self.auth().authenticate(presented_key(headers))
+                auth = self.auth()
+                # Failed keys count against the caller's address, as on the HTTP routes.
+                auth.authenticate(presented_key(headers), auth.client_address(*peer_of(scope)))
             except EngramError as exc:  # no key, a wrong one, or no authenticator yet (50301)
                 await envelope(exc.code, exc.message, uuid.uuid4().hex)(scope, receive, send)
                 return
