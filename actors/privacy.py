@@ -16,14 +16,6 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any, Protocol
 
-from engram.actors.export_files import (
-    EXPORT_KIND,
-    SealedLineWriter,
-    export_path,
-    export_root,
-    read_plain,
-    remove_exports,
-)
 from engram.actors.export_import import (
     Step,
     decode_vector,
@@ -48,6 +40,14 @@ from engram.models.hashing import content_hash
 from engram.models.privacy import ImportResult, PurgeResult, SwitchState, UserListPage
 from engram.models.rules import capacity
 from engram.storage import privacy_queries as q
+from engram.storage.export_files import (
+    EXPORT_KIND,
+    SealedLineWriter,
+    export_path,
+    export_root,
+    read_plain,
+    remove_exports,
+)
 from engram.storage.metadata import MetadataTx
 from engram.storage.profiles import delete_profiles
 from engram.storage.vectors import vector_record

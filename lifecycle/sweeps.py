@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Protocol, Self, TypeVar
 
-from engram.actors.export_files import EXPORT_KIND, export_root, remove_exports
 from engram.lifecycle.archive import ArchivedItem
 from engram.lifecycle.compression import Compressor
 from engram.lifecycle.context import LifecycleStores, vectors_for
@@ -37,6 +36,7 @@ from engram.models.enums import OpSource, OpType, Status
 from engram.models.metrics import METRICS
 from engram.models.rules.capacity import counter_deltas
 from engram.storage.database import checkpoint_wal
+from engram.storage.export_files import EXPORT_KIND, export_root, remove_exports
 from engram.storage.metadata import MetadataTx
 from engram.storage.privacy_queries import expire_tasks
 

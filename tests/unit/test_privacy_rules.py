@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram.actors.export_files import export_path
 from engram.actors.export_import import Step, decode_vector, encode_vector, exported, parse_line, plan_import
 from engram.actors.privacy import decode_cursor, encode_cursor, exact_counters
 from engram.actors.switches import check_store, gate_recall, is_on
@@ -19,6 +18,7 @@ from engram.models.enums import Level, OpSource, OpType
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.settings import AuthSettings
 from engram.serve.auth import Authenticator, Principal, authorize, presented_key, startup_notice
+from engram.storage.export_files import export_path
 from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.unit
