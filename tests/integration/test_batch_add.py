@@ -110,18 +110,24 @@ async def test_a_task_tells_when_it_was_accepted_and_when_it_ended(
     accepted = await post(http, "batch_add_structured", {"user_id": "b9", "items": [item("A fact")]})
     pending = (await post(http, "task", {"task_id": accepted["data"]["task_id"]}))["data"]
     assert pending["status"] == "PENDING" and pending["accepted_at"] and pending["finished_at"] is None
+    # While pending, the payload (the whole batch) is kept to replay it; a status poll leaves it out.
+    async with write_path.service.metadata.transaction(readonly=True) as tx:
+        polled = await tx.get_task(accepted["data"]["task_id"], with_payload=False)
+        full = await tx.get_task(accepted["data"]["task_id"])
+    assert polled is not None and full is not None
+    assert polled.payload == {} and full.payload["items"][0]["content"] == "A fact"
     gate.set()
     await write_path.drain()
     done = (await post(http, "task", {"task_id": accepted["data"]["task_id"]}))["data"]
     assert done["status"] == "DONE"
     assert done["accepted_at"] == pending["accepted_at"]
     assert datetime.fromisoformat(done["finished_at"]) >= datetime.fromisoformat(done["accepted_at"])
-    # A status poll reads the decisions only; the payload (the whole batch) stays sealed.
+    # A finished task keeps its decisions and no payload (P8): the content was only kept to replay it.
     async with write_path.service.metadata.transaction(readonly=True) as tx:
         polled = await tx.get_task(accepted["data"]["task_id"], with_payload=False)
         full = await tx.get_task(accepted["data"]["task_id"])
     assert polled is not None and full is not None
-    assert polled.payload == {} and full.payload["items"][0]["content"] == "A fact"
+    assert polled.payload == {} and full.payload == {}
     assert polled.decisions == full.decisions and len(full.decisions) == 1
 
 

@@ -120,11 +120,11 @@ def test_authorize_rules() -> None:
         (shop, "recall", {"scope": {"app_id": "shop"}}, {}, 0),
         (closed, "recall", {"scope": {"app_id": "clinic"}}, {}, 40303),
         (closed, "recall", {"scope": {"app_id": "clinic", "include_global": False}}, {}, 0),
-        (shop, "delete", {"memory_id": "m1"}, {"m1": "bank"}, 40303),
+        (shop, "delete", {"memory_id": "m1"}, {"m1": "bank"}, 40401),  # out of reach: unknown
         (shop, "delete", {"memory_id": "m1"}, {"m1": "shop"}, 0),
         (shop, "delete", {"memory_id": "m1"}, {}, 0),  # unknown: the route answers 40401
         (shop, "batch_delete", {"memory_ids": ["m1", "m2"]}, {"m1": "shop", "m2": ""}, 0),
-        (closed, "batch_delete", {"memory_ids": ["m1"]}, {"m1": ""}, 40303),
+        (closed, "batch_delete", {"memory_ids": ["m1"]}, {"m1": ""}, 0),  # m1 is reported unknown
         (shop, "change_log", {}, {}, 40303),
         (shop, "change_log", {"app_id": "shop"}, {}, 0),
         (shop, "task", {}, {}, 0),
@@ -135,6 +135,9 @@ def test_authorize_rules() -> None:
     ]
     for principal, route, body, apps, expected in cases:
         assert codes(authorize, principal, route, body, apps) == expected, (principal.name, route, body)
+    # A batch names each out-of-reach id back to the route, which answers for it as an unknown one.
+    assert authorize(closed, "batch_delete", {"memory_ids": ["m1", "m2"]}, {"m1": "", "m2": "clinic"}) == {"m1"}
+    assert authorize(shop, "batch_delete", {"memory_ids": ["m1"]}, {"m1": "shop"}) == frozenset()
 
 
 def test_no_keys_means_loopback_only_and_a_loud_warning(caplog: pytest.LogCaptureFixture) -> None:
