@@ -101,7 +101,8 @@ def _haproxy_pids(config: Path) -> list[int]:
                 args = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if args and args[0].endswith(b"haproxy") and str(config).encode() in args:
+            # HAProxy runs on the loopback copy of Serve's file (serve/haproxy_loopback.py), named after it.
+            if args and args[0].endswith(b"haproxy") and any(a.startswith(bytes(config)) for a in args):
                 pids.append(int(proc.name))
     return pids
 
