@@ -82,6 +82,11 @@ class MailboxHost:
         return len(self._mailboxes)
 
     @property
+    def closed(self) -> bool:
+        """Whether the host is closing or closed (it takes no more work)."""
+        return self._closed
+
+    @property
     def pending(self) -> int:
         """Work items submitted and not yet finished, over all users."""
         return self._pending

@@ -10,13 +10,16 @@ Task ids are never logged: a task id is the handle that reads the task (P9).
 
 Failure policy: an ``EngramError`` (extraction failed, capacity full, ...) is the request's own
 fault or a verdict, so the task ends FAILED with ``"<code> <message>"`` and nothing written. Any
-other exception (a database or vector store hiccup, a bug) leaves the task unfinished: marking it
-FAILED would lose an accepted write, retrying at once could spin, so it waits for the next
-``resume``; ``max_attempts`` ends a task that keeps dying (it then FAILS with 50301).
+other exception (a database or vector store hiccup, a replica lost with its node, a bug) leaves the
+task unfinished: marking it FAILED would lose an accepted write, retrying at once could spin, so it
+is retried after the waits of ``retry_delays_s`` (growing; the attempt it spent is given back) and
+after those waits for the next ``resume``. ``max_attempts`` ends a task that keeps dying (a process
+death mid-task spends an attempt; it then FAILS with 50301).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -59,6 +62,9 @@ KIND_ADD = "add"
 KIND_ADD_STRUCTURED = "add_structured"
 KIND_ADD_STRUCTURED_BATCH = "batch_add_structured"
 RESUMED_IDS_KEPT = 10_000
+# The waits before each in-process retry of a task that failed for a passing reason: about three
+# minutes in all, longer than Ray takes to restart the replicas of a lost node.
+RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 60.0, 60.0)
 T = TypeVar("T")
 
 
@@ -73,11 +79,15 @@ class WritePath:
         max_attempts: int = 5,
         resume_page: int = 1000,
         shard: int = 0,
+        retry_delays_s: Sequence[float] = RETRY_DELAYS_S,
     ) -> None:
         """``shard``: the shard this write path serves (the label of its pending-task gauge)."""
         self.service = service
         self.host = host or MailboxHost()
         self.max_attempts = max_attempts
+        self.retry_delays_s = tuple(retry_delays_s)
+        self._retries: dict[str, int] = {}  # task id -> in-process retries so far
+        self._retry_timers: set[asyncio.TimerHandle] = set()
         self._resume_page = resume_page
         # Task kinds added by other layers (export): the handler runs on the mailbox and finishes the task.
         self.handlers: dict[str, Callable[[WriteTask], Awaitable[None]]] = {}
@@ -146,10 +156,14 @@ class WritePath:
 
         async def run() -> None:
             try:
-                await work(task_id)
+                passing_failure = await work(task_id)
             finally:
                 self._count_pending(-1)
                 self.changed(user_id)
+            if passing_failure:
+                await self._retry_later(user_id, task_id, kind)
+            else:
+                self._retries.pop(task_id, None)
 
         self._count_pending(+1)
         try:
@@ -194,17 +208,18 @@ class WritePath:
 
     # --- processing (always on the task's user mailbox) ---------------------------------------
 
-    async def _process(self, task_id: str) -> None:
+    async def _process(self, task_id: str) -> bool:
+        """Run the task; True when it is left unfinished by a passing failure (to retry)."""
         async with self.service.metadata.transaction() as tx:
             task = await tx.get_task(task_id)
             attempts = await tx.start_task(task_id, self.service.clock()) if task is not None else 0
         if task is None or attempts == 0:
-            return  # unknown, or already DONE / FAILED: a replay changes nothing
+            return False  # unknown, or already DONE / FAILED: a replay changes nothing
         if attempts > self.max_attempts:
             await self._fail(
                 task, f"{ErrorCode.DEPENDENCY_UNAVAILABLE.value} gave up after {attempts - 1} attempts"
             )
-            return
+            return False
         try:
             await self._execute(task)
             METRICS.task_ended(task.kind, TaskStatus.DONE, task.created_at, self.service.clock())
@@ -214,18 +229,53 @@ class WritePath:
             await self._fail(task, f"{ErrorCode.BAD_PARAMETER.value} the task's payload cannot be read")
         except Exception as exc:
             log.warning(
-                "a %s task of user %s left unfinished for resume (attempt %d): %s",
+                "a %s task of user %s left unfinished (attempt %d): %s",
                 task.kind,
                 task.user_id,
                 attempts,
                 type(exc).__name__,
             )
+            return not isinstance(exc, ConnectionAbortedError)
+        return False
 
-    async def _process_structured(self, task_id: str) -> None:
+    async def _process_structured(self, task_id: str) -> bool:
         try:
             await self.structured.run(task_id)
+        except ConnectionAbortedError:
+            return False  # the write path stopped: the next start resumes it
         except Exception as exc:
-            log.warning("a structured write task left unfinished for resume: %s", type(exc).__name__)
+            log.warning("a structured write task left unfinished: %s", type(exc).__name__)
+            return True
+        return False
+
+    async def _retry_later(self, user_id: str, task_id: str, kind: str) -> None:
+        """Queue the task again after its next wait (``retry_delays_s``), its attempt given back;
+        past the last wait it is left for the next ``resume``."""
+        done = self._retries.get(task_id, 0)
+        if done >= len(self.retry_delays_s) or self.host.closed:
+            self._retries.pop(task_id, None)
+            log.warning("a %s task of user %s left unfinished for the next resume", kind, user_id)
+            return
+        self._retries[task_id] = done + 1
+        try:
+            async with self.service.metadata.transaction() as tx:
+                await tx.release_task(task_id)
+        except Exception as exc:  # the store is what failed: the retry spends the attempt
+            log.warning("could not give back a task's attempt: %s", type(exc).__name__)
+
+        def retry() -> None:
+            self._retry_timers.discard(timer)
+            self.schedule(user_id, task_id, kind)
+
+        timer = asyncio.get_running_loop().call_later(self.retry_delays_s[done], retry)
+        self._retry_timers.add(timer)
+
+    def _cancel_retries(self) -> None:
+        # Each task waiting for a retry is a committed, unfinished row: the next start resumes it.
+        for timer in self._retry_timers:
+            timer.cancel()
+        self._retry_timers.clear()
+        self._retries.clear()
 
     async def _execute(self, task: WriteTask) -> None:
         if task.kind == KIND_ADD:
@@ -331,6 +381,7 @@ class WritePath:
 
     async def close(self) -> None:
         """Finish queued work and stop the mailboxes (the service's stores stay open)."""
+        self._cancel_retries()
         await self.recorder.idle()
         await self.host.close()
         await self.service.drain()
@@ -338,5 +389,6 @@ class WritePath:
     async def abandon(self) -> None:
         """Stop the mailboxes now, work in progress included (shutdown past its grace): every
         accepted task is a committed row, so what is dropped here resumes on the next start."""
+        self._cancel_retries()
         dropped = await self.host.abort()
         log.info("write path stopped with %d queued items left for the next start", dropped)

@@ -51,16 +51,19 @@ def run(
     seed_cache: Path | None = None,
     mix: str = DEFAULT_MIX,
     http_front: str = "haproxy",
+    niceness: int = 19,
 ) -> dict[str, Any]:
     """Run one load test and return its figures (``recall_rps``: the offered recall rate, or the
-    offered write rate of a mix without recall)."""
+    offered write rate of a mix without recall; ``niceness``: locust's, 19 so that it yields to
+    the server it loads on the same machine)."""
     weights = parse_mix(mix)
     started_here = None
     if url is None or not answers(url):
         started_here = _start_app(users, memories, seed_cache, http_front)
         url = started_here[0]
     try:
-        stats = _locust(url, users, total_rate(weights, recall_rps), duration_s, format_mix(weights))
+        offered = total_rate(weights, recall_rps)
+        stats = _locust(url, users, offered, duration_s, format_mix(weights), niceness)
     finally:
         if started_here is not None:
             _stop_app(started_here[1])
@@ -212,7 +215,9 @@ def _stop_app(started: StartedApp) -> None:
     shutil.rmtree(started.data_dir, ignore_errors=True)
 
 
-def _locust(url: str, users: int, total_rps: float, duration_s: int, mix: str) -> dict[str, dict[str, float]]:
+def _locust(
+    url: str, users: int, total_rps: float, duration_s: int, mix: str, niceness: int
+) -> dict[str, dict[str, float]]:
     clients = max(10, math.ceil(total_rps))
     stats_file = Path(tempfile.mkdtemp(prefix="engram-locust-")) / "stats.json"
     env = {
@@ -223,7 +228,7 @@ def _locust(url: str, users: int, total_rps: float, duration_s: int, mix: str) -
         "ENGRAM_LT_MIX": mix,
     }
     command = [
-        "nice", "-n", "19", sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+        "nice", "-n", str(niceness), sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
         "-u", str(clients), "-r", str(clients), "-t", f"{duration_s}s", "--host", url,
         "--only-summary", "--loglevel", "WARNING",
         # Requests in flight when the time is up finish and count, instead of being dropped.

@@ -606,6 +606,21 @@ class MetadataTx:
         row = (await self.conn.execute(query)).one_or_none()
         return int(row[0]) if row is not None and row[1] == TaskStatus.RUNNING.value else 0
 
+    async def release_task(self, task_id: str) -> None:
+        """Give back the attempt a running task counted: it failed for a passing reason and is
+        retried (attempts count the starts a process died in, the crash-loop guard)."""
+        await self.conn.execute(
+            update(write_tasks)
+            .where(
+                and_(
+                    write_tasks.c.task_id == task_id,
+                    write_tasks.c.status == TaskStatus.RUNNING.value,
+                    write_tasks.c.attempts > 0,
+                )
+            )
+            .values(attempts=write_tasks.c.attempts - 1)
+        )
+
     async def get_tasks(self, task_ids: Sequence[str]) -> dict[str, WriteTask]:
         """Several tasks by id (unknown ids are absent), decrypted, in one query."""
         if not task_ids:

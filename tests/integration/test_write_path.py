@@ -394,7 +394,8 @@ async def test_an_unexpected_crash_leaves_the_task_for_resume_until_attempts_run
     service = MemoryService(
         settings, stores.metadata, stores.vectors, stores.embedder, clock=clock, engine=engine
     )
-    path = WritePath(service, MailboxHost(reap_every_s=0), max_attempts=2)
+    # No in-process retries: each failure here stands for a process dying mid-task.
+    path = WritePath(service, MailboxHost(reap_every_s=0), max_attempts=2, retry_delays_s=())
     accepted = await path.accept_add(add_request("I live in Lisbon."))
     await asyncio.wait_for(path.drain(), GUARD_S)
     assert (await path.task(accepted.task_id)).status is TaskStatus.RUNNING
@@ -408,6 +409,83 @@ async def test_an_unexpected_crash_leaves_the_task_for_resume_until_attempts_run
     assert engine.calls == 2
     assert await ops(stores.metadata) == []
     await path.close()
+
+
+class FlakyEngine(GatedEngine):
+    """The configured engine, failing its first ``failures`` calls (a replica lost for a moment)."""
+
+    def __init__(self, inner: Engine, failures: int) -> None:
+        super().__init__(inner)
+        self.gate.set()
+        self.failures = failures
+        self.calls = 0
+
+    async def generate(self, requests: Sequence[StructuredRequest]) -> list[BaseModel | EngineError]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ConnectionResetError("the extraction replica went away")
+        return await super().generate(requests)
+
+
+async def attempts_of(metadata: MetadataStore, task_id: str) -> int:
+    async with metadata.transaction(readonly=True) as tx:
+        return int(
+            (
+                await tx.conn.execute(select(write_tasks.c.attempts).where(write_tasks.c.task_id == task_id))
+            ).scalar_one()
+        )
+
+
+async def test_a_passing_failure_is_retried_in_process_and_spends_no_attempt(
+    settings: Settings, stores: Stores, clock: ManualClock
+) -> None:
+    engine = FlakyEngine(engine_from_settings(settings.engine), failures=2)
+    service = MemoryService(
+        settings, stores.metadata, stores.vectors, stores.embedder, clock=clock, engine=engine
+    )
+    # Two failures in a row, under max_attempts=1: without the retries (or with each spending an
+    # attempt) the task would wait for a resume, or end FAILED.
+    path = WritePath(service, MailboxHost(reap_every_s=0), max_attempts=1, retry_delays_s=(0.01, 0.02))
+    accepted = await path.accept_add(add_request("I live in Lisbon."))
+
+    async def done() -> None:
+        while (await path.task(accepted.task_id)).status is not TaskStatus.DONE:
+            await path.drain()
+            await asyncio.sleep(0.01)  # a poll: the retry's timer is running
+
+    await asyncio.wait_for(done(), GUARD_S)
+    assert engine.calls == 3 and await attempts_of(stores.metadata, accepted.task_id) == 1
+    assert await ops(stores.metadata) == [OpType.ADD]
+    await path.close()
+
+
+async def test_past_its_retries_a_task_waits_for_the_next_resume(
+    settings: Settings, stores: Stores, clock: ManualClock
+) -> None:
+    engine = BrokenEngine(ConnectionResetError("the extraction replica went away"))
+    service = MemoryService(
+        settings, stores.metadata, stores.vectors, stores.embedder, clock=clock, engine=engine
+    )
+    path = WritePath(service, MailboxHost(reap_every_s=0), max_attempts=2, retry_delays_s=(0.01, 0.01))
+    accepted = await path.accept_add(add_request("I live in Lisbon."))
+
+    async def three_calls() -> None:
+        while engine.calls < 3 or path.pending_tasks or path._retry_timers:
+            await path.drain()
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(three_calls(), GUARD_S)
+    # The first try and two retries; the retries gave their attempts back, the last one spent it.
+    assert engine.calls == 3
+    assert (await path.task(accepted.task_id)).status is TaskStatus.RUNNING
+    assert await attempts_of(stores.metadata, accepted.task_id) == 1
+    await path.close()
+    # A stop cancels any retry still waiting: the task is a committed row the next start resumes.
+    restarted = WritePath(service, MailboxHost(reap_every_s=0), max_attempts=2, retry_delays_s=())
+    assert await restarted.resume() == 1
+    await asyncio.wait_for(restarted.drain(), GUARD_S)
+    assert engine.calls == 4 and await ops(stores.metadata) == []
+    await restarted.close()
 
 
 async def test_async_add_structured_completes_its_task(write_path: WritePath, stores: Stores) -> None:
