@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +30,8 @@ PROC = Path("/proc")
 # prctl(2) options (linux/prctl.h).
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
-_TCP_LISTEN = "0A"
+# A TCP socket listening is in state 0A in /proc/net/tcp and tcp6.
+TCP_LISTENING = {"tcp": "0A", "tcp6": "0A"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,18 +167,28 @@ def _signal(process: ProcessInfo, sig: signal.Signals) -> None:
             os.kill(process.pid, sig)
 
 
-def listening_pids(port: int, proc: Path = PROC) -> dict[int, str]:
-    """The processes listening on TCP ``port`` (any address, IPv4 or IPv6): pid -> name."""
-    inodes: set[str] = set()
-    for table in ("tcp", "tcp6"):
+def open_sockets(
+    tables: Mapping[str, str] = TCP_LISTENING, proc: Path = PROC
+) -> dict[str, tuple[str, str, int]]:
+    """The sockets of this network namespace in the given state per ``/proc/net`` table:
+    inode -> (table, address as the kernel writes it in hex, port)."""
+    found: dict[str, tuple[str, str, int]] = {}
+    for table, state in tables.items():
         try:
             lines = (proc / "net" / table).read_text().splitlines()[1:]
         except OSError:
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) > 9 and fields[3] == _TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(fields[9])
+            if len(fields) > 9 and fields[3] == state:
+                host, port = fields[1].rsplit(":", 1)
+                found[fields[9]] = (table, host, int(port, 16))
+    return found
+
+
+def listening_pids(port: int, proc: Path = PROC) -> dict[int, str]:
+    """The processes listening on TCP ``port`` (any address, IPv4 or IPv6): pid -> name."""
+    inodes = {inode for inode, (_, _, p) in open_sockets(TCP_LISTENING, proc).items() if p == port}
     if not inodes:
         return {}
     holders: dict[int, str] = {}

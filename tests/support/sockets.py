@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from engram.storage.processes import open_sockets
+
 PROC = Path("/proc")
 _TCP_LISTEN = "0A"
 _UDP_UNCONNECTED = "07"
@@ -52,18 +54,8 @@ def _address(hex_address: str) -> str:
 
 def socket_table(proc: Path = PROC) -> dict[str, tuple[str, str, int]]:
     """Every open-to-the-network socket of this network namespace: inode -> (table, address, port)."""
-    found: dict[str, tuple[str, str, int]] = {}
-    for table, state in _TABLES.items():
-        try:
-            lines = (proc / "net" / table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 9 and fields[3] == state:
-                host, port = fields[1].rsplit(":", 1)
-                found[fields[9]] = (table, _address(host), int(port, 16))
-    return found
+    sockets = open_sockets(_TABLES, proc)
+    return {inode: (table, _address(host), port) for inode, (table, host, port) in sockets.items()}
 
 
 def process_sockets(pid: int, proc: Path = PROC) -> set[str]:
