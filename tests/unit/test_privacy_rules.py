@@ -136,7 +136,8 @@ def test_authorize_rules() -> None:
     for principal, route, body, apps, expected in cases:
         assert codes(authorize, principal, route, body, apps) == expected, (principal.name, route, body)
     # A batch names each out-of-reach id back to the route, which answers for it as an unknown one.
-    assert authorize(closed, "batch_delete", {"memory_ids": ["m1", "m2"]}, {"m1": "", "m2": "clinic"}) == {"m1"}
+    named = {"memory_ids": ["m1", "m2"]}
+    assert authorize(closed, "batch_delete", named, {"m1": "", "m2": "clinic"}) == {"m1"}
     assert authorize(shop, "batch_delete", {"memory_ids": ["m1"]}, {"m1": "shop"}) == frozenset()
 
 
