@@ -55,7 +55,17 @@ def unfinished_users(url: str, accepted: list[tuple[str, str]]) -> int:
     """How many users' last tasks are not DONE yet (a user's tasks run in order): work in flight."""
     last = dict(accepted)
     with httpx.Client(base_url=url, timeout=30) as http:
-        states = [
-            http.post("/memory/v1/task", json={"task_id": t}).json()["data"]["status"] for t in last.values()
-        ]
+        states = [task_status(http, t) for t in last.values()]
     return sum(1 for s in states if s != "DONE")
+
+
+def task_status(http: httpx.Client, task_id: str, limit_s: float = 60) -> str:
+    """A task's status; an answer refused for a passing reason (a 5xx) is asked again, up to ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        answer = http.post("/memory/v1/task", json={"task_id": task_id})
+        payload = answer.json()
+        if payload.get("code") == 0:
+            return str(payload["data"]["status"])
+        assert answer.status_code >= 500 and time.monotonic() < deadline, (answer.status_code, payload)
+        time.sleep(0.2)  # a busy machine: ask again, bounded by the deadline
