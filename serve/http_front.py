@@ -40,6 +40,11 @@ DRAIN_S = 3
 # HAProxy refuses a Unix socket path over 97 bytes: /tmp/engram-hp-XXXXXXXX/<node>/metrics.sock
 # is 93. (TMPDIR is not used: it may be long.)
 SOCKET_BASE = "/tmp"  # noqa: S108 - mkdtemp below makes a private (0700), randomly named directory
+# Serve gives a starting proxy 5 s to say it is ready, then kills it, and serve.start() fails with
+# "killed by ray.kill": HAProxy's start (its wrapper is a Python process) on a 2-core machine next
+# to a CPU hog takes longer (#26). An operator's own value in the environment is kept.
+READY_CHECK_ENV = "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"
+READY_CHECK_S = 30
 
 
 BINARY_ENV = "RAY_SERVE_HAPROXY_BINARY_PATH"
@@ -117,9 +122,10 @@ def prepare_local_front(
     Call it before ``ray.init`` and before ``ray.serve`` is imported: both read the mode once.
     """
     target = os.environ if environ is None else environ
+    ready_check = {READY_CHECK_ENV: target.get(READY_CHECK_ENV, str(READY_CHECK_S))}
     if settings.http_front != "haproxy":
         # Said outright: an environment inherited from another Engram (a test run) may say otherwise.
-        env = {"RAY_SERVE_ENABLE_HA_PROXY": "0"}
+        env = {"RAY_SERVE_ENABLE_HA_PROXY": "0", **ready_check}
         target.update(env)
         return LocalFront(settings.http_front, env)
     base = SOCKET_BASE if Path(SOCKET_BASE).is_dir() else None
@@ -128,7 +134,7 @@ def prepare_local_front(
     metrics_port = port()
     while metrics_port == stats_port:
         metrics_port = port()
-    env = haproxy_environment(run_dir, stats_port, metrics_port)
+    env = {**haproxy_environment(run_dir, stats_port, metrics_port), **ready_check}
     real = real_haproxy(target)
     if real is not None:  # else Serve finds none either, and says so
         env[BINARY_ENV] = str(write_loopback_wrapper(run_dir, real))

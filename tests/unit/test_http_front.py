@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engram.models.settings import ServeSettings
-from engram.serve.http_front import DRAIN_S, prepare_local_front
+from engram.serve.http_front import DRAIN_S, READY_CHECK_ENV, READY_CHECK_S, prepare_local_front
 
 pytestmark = pytest.mark.unit
 
@@ -16,8 +16,22 @@ pytestmark = pytest.mark.unit
 def test_the_ray_front_turns_haproxy_off_even_when_inherited() -> None:
     environ = {"RAY_SERVE_ENABLE_HA_PROXY": "1"}
     front = prepare_local_front(ServeSettings(http_front="ray"), environ)
-    assert front.kind == "ray" and environ == {"RAY_SERVE_ENABLE_HA_PROXY": "0"} and front.run_dir is None
+    assert front.kind == "ray" and front.run_dir is None
+    assert environ == {"RAY_SERVE_ENABLE_HA_PROXY": "0", READY_CHECK_ENV: str(READY_CHECK_S)}
     front.close()
+
+
+@pytest.mark.parametrize("front", ["haproxy", "ray"])
+def test_a_starting_proxy_gets_time_on_a_busy_machine_unless_the_operator_says(front: str) -> None:
+    # Serve's own 5 s made serve.start() fail beside a CPU hog (#26): the proxy was killed unready.
+    environ: dict[str, str] = {}
+    started = prepare_local_front(ServeSettings(http_front=front), environ)
+    started.close()
+    assert environ[READY_CHECK_ENV] == str(READY_CHECK_S) and READY_CHECK_S >= 30
+    environ = {READY_CHECK_ENV: "7.5"}
+    started = prepare_local_front(ServeSettings(http_front=front), environ)
+    started.close()
+    assert environ[READY_CHECK_ENV] == "7.5"
 
 
 def test_haproxy_is_the_default_and_gets_files_and_ports_of_its_own() -> None:
