@@ -212,8 +212,17 @@ def test_losing_a_node_under_load_loses_no_acknowledged_write(distributed: Distr
     print(f"recall back {recovery:.1f} s after the node loss; write errors {dict(load.write_errors)}")
     assert recovery <= RECALL_RECOVERY_BOUND_S
 
-    # The shards of the lost node came back on the one left, and finish what they acknowledged.
-    assert len(shard_nodes(distributed)) == SHARDS
+    # The shards of the lost node come back, and finish what they acknowledged. Writes resuming
+    # shows some shards answer, not all: on a busy machine one may still be restarting.
+    def every_shard_answers() -> bool:
+        from ray.exceptions import ActorUnavailableError
+
+        try:
+            return len(shard_nodes(distributed)) == SHARDS
+        except ActorUnavailableError:
+            return False
+
+    wait_until(every_shard_answers, 180, "every shard answering again")
     with httpx.Client(timeout=30) as client:
         pending = dict(load.acked)
 
