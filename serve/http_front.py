@@ -10,9 +10,12 @@
 
 Ray's processes read the mode from their environment when they start, so it applies only to a
 local Ray started by this process (``engram serve``, the benchmarks); a cluster that Engram joins
-(``RAY_ADDRESS``, KubeRay) keeps whatever it was started with. HAProxy's files and its stats and
-metrics ports default to fixed places (``/tmp/haproxy-serve``, 8404, 9101), which two Serve
-instances on one machine would share: each start gets a directory and two free ports of its own.
+(``RAY_ADDRESS``, KubeRay) keeps whatever it was started with. HAProxy's files, its stats and
+metrics ports and the fallback proxy's ports default to fixed places (``/tmp/haproxy-serve``, 8404,
+9101, 8500, 9500), which two Serve instances on one machine would share: each start gets a
+directory and free ports of its own. The fallback proxy (Ray's Python proxy, which HAProxy sends a
+request to while no replica is up) binds with SO_REUSEPORT: on a shared port the kernel handed a
+request to either instance's proxy, so an ``add`` or a task lookup reached another Engram (#26).
 Serve binds those two ports to every interface: HAProxy runs through a wrapper that binds them to
 loopback (``serve/haproxy_loopback.py``; SPEC P7).
 """
@@ -74,7 +77,27 @@ def write_loopback_wrapper(run_dir: Path, real: str) -> Path:
     return wrapper
 
 
-def haproxy_environment(run_dir: Path, stats_port: int, metrics_port: int) -> dict[str, str]:
+@dataclass(frozen=True)
+class FrontPorts:
+    """The ports of one start's HAProxy mode that Serve would otherwise take from fixed defaults."""
+
+    stats: int
+    metrics: int
+    fallback_http: int
+    fallback_grpc: int
+
+    @classmethod
+    def pick(cls, port: Callable[[], int]) -> FrontPorts:
+        """Four distinct ports from ``port`` (a source may answer the same one twice)."""
+        chosen: list[int] = []
+        while len(chosen) < 4:
+            candidate = port()
+            if candidate not in chosen:
+                chosen.append(candidate)
+        return cls(*chosen)
+
+
+def haproxy_environment(run_dir: Path, ports: FrontPorts) -> dict[str, str]:
     """The environment that puts Serve in HAProxy mode with its files under ``run_dir``."""
     return {
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
@@ -83,8 +106,10 @@ def haproxy_environment(run_dir: Path, stats_port: int, metrics_port: int) -> di
         "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(run_dir),
         "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(run_dir / "server-state"),
         "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": str(run_dir / "metrics.sock"),
-        "RAY_SERVE_HAPROXY_STATS_PORT": str(stats_port),
-        "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics_port),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(ports.stats),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(ports.metrics),
+        "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(ports.fallback_http),
+        "RAY_SERVE_FALLBACK_PROXY_GRPC_PORT": str(ports.fallback_grpc),
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": str(DRAIN_S),
     }
 
@@ -130,11 +155,7 @@ def prepare_local_front(
         return LocalFront(settings.http_front, env)
     base = SOCKET_BASE if Path(SOCKET_BASE).is_dir() else None
     run_dir = Path(tempfile.mkdtemp(prefix="engram-hp-", dir=base))
-    stats_port = port()
-    metrics_port = port()
-    while metrics_port == stats_port:
-        metrics_port = port()
-    env = {**haproxy_environment(run_dir, stats_port, metrics_port), **ready_check}
+    env = {**haproxy_environment(run_dir, FrontPorts.pick(port)), **ready_check}
     real = real_haproxy(target)
     if real is not None:  # else Serve finds none either, and says so
         env[BINARY_ENV] = str(write_loopback_wrapper(run_dir, real))

@@ -1,4 +1,5 @@
-"""The sockets a set of processes listens on, read from ``/proc`` (Linux): for the loopback test.
+"""The sockets a set of processes listens on, read from ``/proc`` (Linux): for the loopback and
+side-by-side tests.
 
 A TCP socket listens in state ``0A`` (LISTEN); a UDP socket has no listen state, and one bound to
 a port (``07``, unconnected) receives from anyone who can reach that address, so it counts too.
@@ -40,8 +41,26 @@ class Listener:
             return ip.ipv4_mapped.is_loopback
         return ip.is_loopback
 
+    def shares_port_with(self, other: Listener) -> bool:
+        """Both take the same traffic: one protocol and port, and one address or a wildcard."""
+        if self.table.rstrip("6") != other.table.rstrip("6") or self.port != other.port:
+            return False
+        mine, theirs = _plain(self.address), _plain(other.address)
+        return mine == theirs or _WILDCARD in (mine, theirs) or "::" in (mine, theirs)
+
     def __str__(self) -> str:
         return f"{self.table} {self.address}:{self.port} ({self.pid} {self.process})"
+
+
+_WILDCARD = "0.0.0.0"  # compared with, never bound
+
+
+def _plain(address: str) -> str:
+    """An IPv4-mapped IPv6 address as its IPv4 form; any other as it is."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
 
 
 def _address(hex_address: str) -> str:

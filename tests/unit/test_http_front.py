@@ -12,6 +12,8 @@ from engram.serve.http_front import DRAIN_S, READY_CHECK_ENV, READY_CHECK_S, pre
 
 pytestmark = pytest.mark.unit
 
+PORT_NAMES = ("HAPROXY_STATS", "HAPROXY_METRICS", "FALLBACK_PROXY_HTTP", "FALLBACK_PROXY_GRPC")
+
 
 def test_the_ray_front_turns_haproxy_off_even_when_inherited() -> None:
     environ = {"RAY_SERVE_ENABLE_HA_PROXY": "1"}
@@ -42,10 +44,10 @@ def test_haproxy_is_the_default_and_gets_files_and_ports_of_its_own() -> None:
     try:
         assert front.kind == "haproxy" and front.run_dir is not None and front.run_dir.is_dir()
         assert environ["KEEP"] == "me" and environ["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
-        assert {environ["RAY_SERVE_HAPROXY_STATS_PORT"], environ["RAY_SERVE_HAPROXY_METRICS_PORT"]} == {
-            "41001",
-            "41002",
-        }
+        # Every port Serve would take from a fixed default is this start's own, and all differ: the
+        # fallback proxy's (8500) is bound with SO_REUSEPORT, so a shared one mixed two apps' traffic.
+        chosen = [environ[f"RAY_SERVE_{name}_PORT"] for name in PORT_NAMES]
+        assert chosen == ["41001", "41002", "41003", "41004"]
         files = [v for k, v in environ.items() if k.endswith(("_LOC", "_PATH", "_FILE", "_BASE"))]
         assert len(files) == 6  # the five of Serve's HAProxy mode and its loopback wrapper
         # Nothing in Ray's shared default directory, where two instances would overwrite each other.
@@ -66,10 +68,8 @@ def test_two_starts_never_share_a_directory() -> None:
     first, second = (prepare_local_front(ServeSettings(), {}) for _ in range(2))
     try:
         assert first.run_dir != second.run_dir
-        assert (
-            first.environment["RAY_SERVE_HAPROXY_STATS_PORT"]
-            != first.environment["RAY_SERVE_HAPROXY_METRICS_PORT"]
-        )
+        ports = [first.environment[f"RAY_SERVE_{name}_PORT"] for name in PORT_NAMES]
+        assert len(set(ports)) == len(PORT_NAMES)
     finally:
         first.close()
         second.close()
