@@ -55,6 +55,7 @@ class Stopper:
         # The server leads a session of its own (the supervisor starts it so): its members are the run's.
         self.leader = (me.pid, me.start) if me is not None and me.sid == me.pid else None
         self.began: float | None = None
+        self.requested = False
         self._timer: threading.Timer | None = None
 
     def install(self) -> None:
@@ -63,7 +64,10 @@ class Stopper:
             signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        if self.began is None:
+        # Once only: a second signal in the moment between the first one's ``except`` and
+        # ``begin()`` would otherwise escape the stop itself (the server died with a traceback).
+        if self.began is None and not self.requested:
+            self.requested = True
             raise StopRequested(signum)
 
     def begin(self) -> float:

@@ -118,7 +118,7 @@ def test_a_server_that_leaves_a_process_behind_has_it_ended_by_the_supervisor(
 ) -> None:
     run, _, marked = _listening(runs, tmp_path / "data", "careless")
     os.kill(run.process.pid, signal.SIGTERM)
-    assert run.wait() == 0
+    assert run.wait() == 0, run.output.text()
     assert "ended 1 process(es) the server left" in run.output.text()
     assert not _gone_within(marked, 5)
 
@@ -181,7 +181,7 @@ def test_a_start_reclaims_what_a_crashed_run_left_and_says_so(tmp_path: Path, ru
         assert orphan.wait(timeout=10) != 0
         assert not stale_dir.exists()
         os.kill(run.process.pid, signal.SIGTERM)
-        assert run.wait() == 0
+        assert run.wait() == 0, run.output.text()
     finally:
         if orphan.poll() is None:
             orphan.kill()

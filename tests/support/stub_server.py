@@ -45,8 +45,9 @@ def main() -> int:
         signal.signal(sig, on_signal)
     watch_parent(args.parent_fd)
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-    print("Engram listens on stub", flush=True)
     try:
+        # Inside the try, as in the real server: a stop signal can arrive the moment it is printed.
+        print("Engram listens on stub", flush=True)
         while True:
             signal.pause()
     except StopRequested:
