@@ -157,6 +157,13 @@ class WritePath:
         async def run() -> None:
             try:
                 passing_failure = await work(task_id)
+            except ConnectionAbortedError:
+                raise  # the write path stopped: the next start resumes the task
+            except Exception as exc:
+                # The store refused the task's start or its end (a writer waited past the write
+                # gate's limit on a busy machine): the row is unfinished, so it is tried again.
+                log.warning("a %s task of user %s could not run: %s", kind, user_id, type(exc).__name__)
+                passing_failure = True
             finally:
                 self._count_pending(-1)
                 self.changed(user_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 
@@ -31,9 +32,10 @@ from engram.models.errors import EngramError, ErrorCode
 from engram.models.ids import new_id
 from engram.models.settings import Settings
 from engram.storage.embedders import Embedder
-from engram.storage.metadata import MetadataStore
+from engram.storage.metadata import MetadataStore, MetadataTx
 from engram.storage.schema import write_tasks
 from engram.storage.stores import Stores, open_stores
+from engram.storage.write_gate import WriteGateTimeoutError
 from tests.conftest import ManualClock
 
 pytestmark = pytest.mark.integration
@@ -455,6 +457,37 @@ async def test_a_passing_failure_is_retried_in_process_and_spends_no_attempt(
 
     await asyncio.wait_for(done(), GUARD_S)
     assert engine.calls == 3 and await attempts_of(stores.metadata, accepted.task_id) == 1
+    assert await ops(stores.metadata) == [OpType.ADD]
+    await path.close()
+
+
+async def test_a_task_whose_start_the_store_refuses_is_retried_in_process(
+    settings: Settings, stores: Stores, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Beside a CPU hog the task's first transaction waited past the write gate's limit; the
+    # error left the task PENDING until the next start, and its user's writes never finished (#26).
+    service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, clock=clock)
+    path = WritePath(service, MailboxHost(reap_every_s=0), retry_delays_s=(0.01,))
+    accepted = await path.accept_add(add_request("I live in Lisbon."))
+    original = stores.metadata.transaction
+    refusals = [WriteGateTimeoutError("waited past the write gate's limit")]
+
+    @contextlib.asynccontextmanager
+    async def refusing(*, readonly: bool = False, urgent: bool = False) -> AsyncIterator[MetadataTx]:
+        if not readonly and refusals:
+            raise refusals.pop()
+        async with original(readonly=readonly, urgent=urgent) as tx:
+            yield tx
+
+    monkeypatch.setattr(stores.metadata, "transaction", refusing)
+
+    async def done() -> None:
+        while (await path.task(accepted.task_id)).status is not TaskStatus.DONE:
+            await path.drain()
+            await asyncio.sleep(0.01)  # a poll: the retry's timer is running
+
+    await asyncio.wait_for(done(), GUARD_S)
+    assert not refusals, "the store's refusal was not what the task met first"
     assert await ops(stores.metadata) == [OpType.ADD]
     await path.close()
 
