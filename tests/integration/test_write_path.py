@@ -438,6 +438,13 @@ async def attempts_of(metadata: MetadataStore, task_id: str) -> int:
         )
 
 
+async def until_done(path: WritePath, task_id: str) -> None:
+    """Poll the task until DONE (a retry's timer may be running: no drain alone finishes it)."""
+    while (await path.task(task_id)).status is not TaskStatus.DONE:
+        await path.drain()
+        await asyncio.sleep(0.01)
+
+
 async def test_a_passing_failure_is_retried_in_process_and_spends_no_attempt(
     settings: Settings, stores: Stores, clock: ManualClock
 ) -> None:
@@ -450,12 +457,7 @@ async def test_a_passing_failure_is_retried_in_process_and_spends_no_attempt(
     path = WritePath(service, MailboxHost(reap_every_s=0), max_attempts=1, retry_delays_s=(0.01, 0.02))
     accepted = await path.accept_add(add_request("I live in Lisbon."))
 
-    async def done() -> None:
-        while (await path.task(accepted.task_id)).status is not TaskStatus.DONE:
-            await path.drain()
-            await asyncio.sleep(0.01)  # a poll: the retry's timer is running
-
-    await asyncio.wait_for(done(), GUARD_S)
+    await asyncio.wait_for(until_done(path, accepted.task_id), GUARD_S)
     assert engine.calls == 3 and await attempts_of(stores.metadata, accepted.task_id) == 1
     assert await ops(stores.metadata) == [OpType.ADD]
     await path.close()
@@ -481,12 +483,7 @@ async def test_a_task_whose_start_the_store_refuses_is_retried_in_process(
 
     monkeypatch.setattr(stores.metadata, "transaction", refusing)
 
-    async def done() -> None:
-        while (await path.task(accepted.task_id)).status is not TaskStatus.DONE:
-            await path.drain()
-            await asyncio.sleep(0.01)  # a poll: the retry's timer is running
-
-    await asyncio.wait_for(done(), GUARD_S)
+    await asyncio.wait_for(until_done(path, accepted.task_id), GUARD_S)
     assert not refusals, "the store's refusal was not what the task met first"
     assert await ops(stores.metadata) == [OpType.ADD]
     await path.close()
