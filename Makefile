@@ -37,7 +37,7 @@ run: install-serve
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	$(BIN)/python tools/typecheck.py
 
 # The console's browser tests (tests/e2e/test_console.py) drive Debian's Chromium: Playwright's own
 # browser download needs a network this kind of machine lacks. Installed only where it is missing

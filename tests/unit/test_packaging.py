@@ -3,10 +3,14 @@ what serving needs."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import re
+import subprocess
 import tomllib
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -83,11 +87,64 @@ def test_make_run_installs_the_base_only() -> None:
     assert installs == ["\t$(BIN)/pip install --quiet -e ."]
 
 
+LAYERS = ("models", "storage", "actors", "serve", "lifecycle", "loadtest")
+
+
+def _setuptools() -> dict[str, Any]:
+    tool = _pyproject()["tool"]
+    assert isinstance(tool, dict)
+    config = tool["setuptools"]
+    assert isinstance(config, dict)
+    return config
+
+
 def test_one_import_root_is_installed() -> None:
-    setuptools = _pyproject()["tool"]["setuptools"]  # type: ignore[index]
-    assert setuptools["packages"]["find"]["include"] == ["engram", "engram.*"]  # type: ignore[index]
+    mapping = _setuptools()["package-dir"]
+    assert mapping == {"engram": "engram", **{f"engram.{layer}": layer for layer in LAYERS}}
     names = {n for n, dists in metadata.packages_distributions().items() if "engram" in dists}
     assert names == {"engram"}
-    for layer in ("models", "storage", "actors", "serve", "lifecycle", "loadtest"):
-        link = ROOT / "engram" / layer
-        assert link.is_symlink() and link.resolve() == ROOT / layer
+
+
+def test_every_folder_of_a_layer_is_a_listed_package() -> None:
+    """A subpackage missing from the explicit list would be left out of the wheel and of mypy."""
+    listed = set(_setuptools()["packages"])
+    on_disk = {"engram"}
+    for layer in LAYERS:
+        for init in (ROOT / layer).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / layer).parts
+            on_disk.add(".".join(("engram", layer, *parts)))
+        # Python files outside a package would be installed nowhere.
+        for module in (ROOT / layer).rglob("*.py"):
+            assert (module.parent / "__init__.py").exists(), module
+    assert listed == on_disk
+
+
+def test_no_file_has_two_paths() -> None:
+    """No links in the repository (#28); an installed module is the file in its layer's folder."""
+    staged = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True)
+    links = [line.split("\t")[1] for line in staged.stdout.splitlines() if line.startswith("120000")]
+    assert links == []
+    for layer in LAYERS:
+        package = importlib.import_module(f"engram.{layer}")
+        assert package.__file__ == str(ROOT / layer / "__init__.py")
+    import engram.storage.migrations.versions as versions
+
+    assert versions.__file__ == str(ROOT / "storage" / "migrations" / "versions" / "__init__.py")
+
+
+def test_mypy_is_given_every_module_under_its_import_name() -> None:
+    spec = importlib.util.spec_from_file_location("typecheck", ROOT / "tools" / "typecheck.py")
+    assert spec is not None and spec.loader is not None
+    typecheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(typecheck)
+    sources = {s.path: s.module for s in typecheck.sources(typecheck.package_dirs())}
+    assert sources["actors/write_path.py"] == "engram.actors.write_path"
+    assert sources["models/rules/__init__.py"] == "engram.models.rules"
+    assert sources["storage/migrations/versions/__init__.py"] == "engram.storage.migrations.versions"
+    assert sources["engram/__init__.py"] == "engram"
+    every_file = {
+        str(path.relative_to(ROOT))
+        for folder in ("engram", *LAYERS)
+        for path in (ROOT / folder).rglob("*.py")
+    }
+    assert set(sources) == every_file
