@@ -9,7 +9,7 @@ delete, purge, export and the lifecycle keep working while a switch is off.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -18,6 +18,7 @@ from engram.actors.switches import check_store, gate_profile, gate_recall, is_on
 from engram.models.api import ProfileRequest, RecallRequest
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.settings import StorageSettings
+from engram.serve.backend import BackendWrapper, EngramBackend
 from engram.serve.operations import Gate, Operation
 from engram.storage.database import READONLY_OPTION, create_engine
 from engram.storage.privacy_queries import read_switches
@@ -30,19 +31,15 @@ Req = TypeVar("Req", bound=BaseModel)
 Res = TypeVar("Res")
 
 
-class GatedBackend:
+class GatedBackend(BackendWrapper):
     """An ``EngramBackend`` that checks switches first (each operation's ``Gate``); counts what it
-    refused (no content)."""
+    refused (no content). The helpers that are not operations pass untouched."""
 
-    def __init__(self, inner: Any, switches: SwitchSource) -> None:
-        self._inner = inner
+    def __init__(self, inner: EngramBackend, switches: SwitchSource) -> None:
+        super().__init__(inner)
         self._switches = switches
         self.refused = 0
         self.passed = 0
-
-    def __getattr__(self, name: str) -> Any:
-        # The helpers that are not operations go straight to the wrapped backend.
-        return getattr(self._inner, name)
 
     def stats(self) -> dict[str, int]:
         """Gated calls refused and passed."""
@@ -51,8 +48,7 @@ class GatedBackend:
     async def call(self, op: Operation[Req, Res], request: Req) -> Res:
         if op.gate is not Gate.NONE:
             request = await self._check(op.gate, request)
-        result: Res = await self._inner.call(op, request)
-        return result
+        return await self.inner.call(op, request)
 
     async def _check(self, gate: Gate, request: Req) -> Req:
         user_id = str(getattr(request, "user_id"))  # noqa: B009 - every gated request names its user

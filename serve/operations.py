@@ -4,9 +4,10 @@ An ``Operation`` names its route, request and response models, who may call it (
 switch check that guards it (``Gate``) and where the Ray backend sends it (``Dispatch``). Everything
 else is derived from the table ``Operations``: the FastAPI routes (``http_app``), each route's
 authorization rule (``auth``), the switch gate (``gate``), the Ray dispatch (``ray_backend``), the
-shard actor's and the Ingress's handle methods (``forward_operations``) and the typed clients'
-methods (an ``Operation`` is a descriptor: on a client it is a method that sends itself). Adding
-an operation is one entry here and one method on the service (``LocalBackend``).
+shard actor's and the Ingress's handle methods (generated into ``operation_methods``) and the
+typed clients' methods (an ``Operation`` is a descriptor: on a client it is a method that sends
+itself). Adding an operation is one entry here, one method on the service (``LocalBackend``) and
+a run of ``python tools/operation_methods.py``.
 """
 
 from __future__ import annotations
@@ -367,25 +368,3 @@ ACCESS_BY_PATH: Mapping[str, Access] = {
     **{op.path: op.access for op in OPERATIONS},
     **UNTABLED_ACCESS,
 }
-
-
-def forward_operations(cls: type[Any]) -> type[Any]:
-    """Give ``cls`` one async method per operation, forwarding to ``await self.operation_backend()``.
-
-    The shard actor and the Ingress expose the table this way to Ray and Serve handles
-    (``handle.add.remote(request)``). Apply it below ``@ray.remote`` / ``@serve.deployment``:
-    Ray reads an actor's methods when the class is decorated.
-    """
-    for op in OPERATIONS:
-        setattr(cls, op.name, _forwarder(op))
-    return cls
-
-
-def _forwarder(op: Operation[Any, Any]) -> Callable[..., Awaitable[Any]]:
-    async def forward(self: Any, request: Any) -> Any:
-        backend: Backend = await self.operation_backend()
-        return await backend.call(op, request)
-
-    forward.__name__ = forward.__qualname__ = op.name
-    forward.__doc__ = op.doc
-    return forward

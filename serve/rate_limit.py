@@ -13,17 +13,24 @@ so a ``user_config`` change applies at once (O1).
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.metrics import METRICS
+from engram.models.privacy import ExportDownloadRequest, MemoryAppsRequest
 from engram.models.settings import LimitSettings
+from engram.serve.backend import BackendWrapper, EngramBackend
+from engram.serve.operations import Operation
+
+Req = TypeVar("Req", bound=BaseModel)
+Res = TypeVar("Res")
 
 CALLER_KEY: ContextVar[str | None] = ContextVar("engram_caller_key", default=None)
 """The name of the API key the request in progress authenticated with (the auth guard sets it)."""
@@ -94,15 +101,15 @@ def app_of(request: Any) -> str:
     return app_id if isinstance(app_id, str) else ""
 
 
-class RateLimitedBackend:
-    """Wraps a backend: every operation (and helper on a request with a ``user_id``) first takes a token."""
+class RateLimitedBackend(BackendWrapper):
+    """Wraps a backend: every operation, and each helper that names a user, first takes a token."""
 
-    def __init__(self, inner: Any, limiter: RateLimiter) -> None:
-        self._inner = inner
+    def __init__(self, inner: EngramBackend, limiter: RateLimiter) -> None:
+        super().__init__(inner)
         self._limiter = limiter
         self.refused = 0
 
-    def _take(self, request: Any, op: str) -> None:
+    def _take(self, request: BaseModel, op: str) -> None:
         user_id = getattr(request, "user_id", None)
         user = user_id if isinstance(user_id, str) else None
         key_name = CALLER_KEY.get()
@@ -114,19 +121,18 @@ class RateLimitedBackend:
             # Names neither the user nor the key: the message may reach a log or a screen.
             raise EngramError(ErrorCode.RATE_LIMITED, "too many requests; retry later")
 
-    async def call(self, op: Any, request: Any) -> Any:
-        self._take(request, getattr(op, "name", "unknown"))
-        return await self._inner.call(op, request)
+    async def call(self, op: Operation[Req, Res], request: Req) -> Res:
+        self._take(request, op.name)
+        return await self.inner.call(op, request)
 
-    def __getattr__(self, name: str) -> Any:
-        # The helpers (export chunks, the tenancy check's lookup) are limited like operations.
-        target = getattr(self._inner, name)
-        if name.startswith("_") or not inspect.iscoroutinefunction(target):
-            return target
+    # The helpers that name a user (an export's chunks, the tenancy check's lookup) are limited like
+    # operations; a switch read and a task's owner are lookups of the checks themselves.
+    async def export_chunk(
+        self, request: ExportDownloadRequest, offset: int, max_bytes: int
+    ) -> tuple[bytes, int | None]:
+        self._take(request, "export_chunk")
+        return await self.inner.export_chunk(request, offset, max_bytes)
 
-        async def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
-            if hasattr(request, "user_id"):
-                self._take(request, name)
-            return await target(request, *args, **kwargs)
-
-        return limited
+    async def memory_apps(self, request: MemoryAppsRequest) -> dict[str, str]:
+        self._take(request, "memory_apps")
+        return await self.inner.memory_apps(request)

@@ -34,8 +34,7 @@ from engram.serve.extraction import extraction_engine
 from engram.serve.heap import freeze_long_lived
 from engram.serve.local_backend import LocalBackend
 from engram.serve.metrics import install_ray_metrics
-from engram.serve.operations import forward_operations
-from engram.serve.privacy_backend import ForwardPrivacyHelpers
+from engram.serve.operation_methods import OperationMethods
 from engram.serve.settings_update import apply_overrides
 from engram.storage.stores import Stores, open_stores
 
@@ -166,11 +165,10 @@ class Shard:
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
-@forward_operations
-class ShardActor(ForwardPrivacyHelpers):
+class ShardActor(OperationMethods):
     """The Ray actor hosting a ``Shard``; restarted by Ray after a crash, then it resumes its tasks.
 
-    Every table operation is a method (``forward_operations``): ``shard.add.remote(request)``.
+    Every table operation is a method (``OperationMethods``): ``shard.add.remote(request)``.
     """
 
     def __init__(self, settings: Settings, index: int) -> None:

@@ -6,6 +6,9 @@ A module may import its own package and any package of a lower layer; ``actors``
 share a layer and never import each other; and no modules import each other in a cycle. Every
 import counts, deferred ones inside functions too: a deferred import hides a dependency, it does
 not remove it.
+
+The serving layer forwards nothing through ``__getattr__`` (#28): a wrapper writes out each
+method it passes on, so mypy follows a call from the route to the backend that answers it.
 """
 
 from __future__ import annotations
@@ -137,17 +140,40 @@ def cycles(root: Path) -> list[list[str]]:
     return sorted(groups)
 
 
+# Layers where an attribute must be found by its name: the request path from route to backend.
+NO_ATTRIBUTE_FORWARDING = ("serve",)
+
+
+def attribute_forwarding(root: Path) -> list[str]:
+    """Every ``__getattr__`` (a class's or a module's) in the layers that must not forward."""
+    found: list[str] = []
+    for package in NO_ATTRIBUTE_FORWARDING:
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "__getattr__":
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: forwards through __getattr__")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print each breach and each import cycle; 0 when there is none."""
+    """Print each breach, import cycle and ``__getattr__`` forwarder; 0 when there is none."""
     root = Path(argv[0] if argv else ".").resolve()
     found = breaches(root)
     loops = cycles(root)
+    forwarders = attribute_forwarding(root)
     for breach in found:
         print(breach)
     for loop in loops:
         print("import cycle: " + " <-> ".join(loop))
-    print(f"layers: {len(found)} breaches, {len(loops)} cycles" if found or loops else "layers: ok")
-    return 1 if found or loops else 0
+    for forwarder in forwarders:
+        print(forwarder)
+    problems = len(found) + len(loops) + len(forwarders)
+    print(
+        f"layers: {len(found)} breaches, {len(loops)} cycles, {len(forwarders)} forwarders"
+        if problems
+        else "layers: ok"
+    )
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

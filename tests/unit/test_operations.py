@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engram.models.api import AddRequest, TaskAccepted, TaskRequest
+from engram.models.api import AddRequest, TaskAccepted
 from engram.serve.auth import Principal, authorize, memory_ids_of
 from engram.serve.client import AsyncEngramClient, EngramClient
 from engram.serve.client_calls import Call
@@ -23,7 +23,6 @@ from engram.serve.operations import (
     Access,
     Operation,
     Operations,
-    forward_operations,
 )
 from tests.support.auth import AUTH_OFF
 
@@ -117,26 +116,6 @@ def test_a_client_method_is_its_operation_sent() -> None:
         assert getattr(EngramClient, op.name) is op
         assert getattr(AsyncEngramClient, op.name) is op
         assert getattr(client, op.name).__doc__ == op.doc
-
-
-async def test_forwarded_methods_call_the_backend_with_their_operation() -> None:
-    calls: list[tuple[str, Any]] = []
-
-    class Backend:
-        async def call(self, op: Operation[Any, Any], request: Any) -> Any:
-            calls.append((op.name, request))
-            return op.name
-
-    @forward_operations
-    class Host:
-        async def operation_backend(self) -> Backend:
-            return Backend()
-
-    host: Any = Host()
-    request = TaskRequest(task_id="0" * 32)
-    assert await host.task(request) == "task"
-    assert calls == [("task", request)]
-    assert all(inspect.iscoroutinefunction(getattr(Host, op.name)) for op in OPERATIONS)
 
 
 def test_authorization_follows_each_operations_access() -> None:
