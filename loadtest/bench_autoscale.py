@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from engram.models.settings import AutoscalingSettings, Settings
+from engram.serve.cli.options import positive_int
 
 APP_NAME = "engram-autoscale"
 RECALL = "/memory/v1/recall"
@@ -281,11 +282,11 @@ def _settings(args: argparse.Namespace, data_dir: Any, port: int) -> Settings:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m engram.loadtest.bench_autoscale`` (``engram bench autoscale``): one JSON line."""
     parser = argparse.ArgumentParser(prog="engram bench autoscale", description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=int, default=200)
-    parser.add_argument("--memories", type=int, default=50, help="seeded memories per user")
+    parser.add_argument("--users", type=positive_int, default=200, help="seeded users")
+    parser.add_argument("--memories", type=positive_int, default=50, help="seeded memories per user")
     parser.add_argument("--seed-cache", help="keep seeded data here and reuse it")
-    parser.add_argument("--clients", type=int, default=16, help="closed-loop recall callers")
-    parser.add_argument("--max-replicas", type=int, default=2)
+    parser.add_argument("--clients", type=positive_int, default=16, help="closed-loop recall callers")
+    parser.add_argument("--max-replicas", type=positive_int, default=2, help="Recall's max_replicas")
     parser.add_argument("--target", type=float, default=4.0, help="target_ongoing_requests")
     parser.add_argument("--upscale-delay", type=float, default=5.0)
     parser.add_argument("--downscale-delay", type=float, default=30.0)
@@ -295,7 +296,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hold", type=float, default=20.0, help="seconds of load once scaled out")
     parser.add_argument("--up-limit", type=float, default=180.0, help="longest wait for the scale-up")
     parser.add_argument("--down-limit", type=float, default=180.0, help="longest wait for the scale-down")
-    parser.add_argument("--levels", type=lambda text: [int(n) for n in text.split(",")], default=[])
+    parser.add_argument(
+        "--levels",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[],
+        help="instead: latency at these requests in flight on one replica, e.g. 1,2,4,8",
+    )
     parser.add_argument("--level-seconds", type=float, default=20.0)
     args = parser.parse_args(argv)
 
@@ -303,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import ray
     from ray import serve
 
-    from engram.loadtest.run import _wait_for_warm_snapshots, seeded_copy
+    from engram.loadtest.run import seeded_copy, wait_for_warm_snapshots
     from engram.models.rules.sharding import shard_name
     from engram.serve.app import deploy, recall_app_name
     from engram.serve.http_front import free_port
@@ -316,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
         deploy(settings)
-        _wait_for_warm_snapshots(settings)
+        wait_for_warm_snapshots(settings)
         url = f"http://127.0.0.1:{settings.serve.port}"
         # The load generator runs at the service's priority (Ray's processes run at nice 15): at
         # nice 19 on a busy machine it read answers late, and Serve saw fewer requests in flight

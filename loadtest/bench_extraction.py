@@ -31,6 +31,7 @@ from engram.actors.tasks import ExtractionOutput
 from engram.models.api import AddRequest, Message
 from engram.models.enums import Ownership, Role
 from engram.models.settings import Settings, load_settings
+from engram.serve.cli.options import positive_int
 from engram.serve.evaluation.locomo import load_locomo, turn_content
 
 
@@ -119,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="engram bench extraction", description=__doc__)
     parser.add_argument("--config", help="YAML settings file (default: $ENGRAM_CONFIG)")
     parser.add_argument("--data", type=Path, help="a LoCoMo JSON file (default: the few-shot cases only)")
-    parser.add_argument("--sessions", type=int, default=1, help="sessions of the first conversation")
+    parser.add_argument("--sessions", type=positive_int, default=1, help="sessions of its first conversation")
     parser.add_argument("--engine", choices=["rules", "openai", "local", "vllm"], help="default: engine.name")
     parser.add_argument("--model", help="engine.model (vllm: a local path or a model id)")
     args = parser.parse_args(argv)

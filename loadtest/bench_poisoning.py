@@ -200,7 +200,9 @@ def report(figures: Figures) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Print the figures; exit 1 when a target is missed."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="engram bench poisoning",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--data-dir", type=Path, default=None, help="where the fresh stores go (a temp dir)")
     args = parser.parse_args(argv)

@@ -31,6 +31,8 @@ from typing import Any
 
 import httpx
 
+from engram.serve.cli.options import positive_int
+
 V1 = "/memory/v1"
 USERS = 50
 
@@ -247,34 +249,47 @@ async def bench(
     return report
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m engram.loadtest.bench_writes``: figures as one JSON line."""
-    parser = argparse.ArgumentParser(prog="engram.loadtest.bench_writes", description=__doc__.splitlines()[0])
-    parser.add_argument("--url", help="a running Engram (default: start one here)")
-    parser.add_argument(
+def parser() -> argparse.ArgumentParser:
+    """The options of ``engram bench writes`` (``engram bench ingest`` presets some of them)."""
+    options = argparse.ArgumentParser(prog="engram bench writes", description=__doc__.splitlines()[0])
+    options.add_argument("--url", help="an Engram app already running (default: start one)")
+    http_front_option(options)
+    options.add_argument("--clients", type=positive_int, default=16, help="closed-loop callers")
+    options.add_argument("--writes", type=int, default=1000, help="closed-loop single writes (0: none)")
+    options.add_argument("--open-rate", type=float, default=50.0, help="open loop: writes offered per second")
+    options.add_argument("--open-seconds", type=float, default=20.0, help="open loop length (0: none)")
+    options.add_argument("--batch-items", type=int, default=100, help="items per batch request (0: none)")
+    options.add_argument(
+        "--batch-requests", type=positive_int, default=10, help="batch requests, from 4 callers"
+    )
+    options.add_argument(
+        "--batch-users",
+        type=positive_int,
+        default=4,
+        help="users the batches write for (1: every batch one user's)",
+    )
+    return options
+
+
+def http_front_option(options: argparse.ArgumentParser) -> None:
+    """``--http-front``: ``serve.http_front`` of the app a tool starts."""
+    options.add_argument(
         "--http-front",
         choices=("haproxy", "ray"),
         default="haproxy",
-        help="serve.http_front of the app started",
+        help="serve.http_front of the app it starts (default: haproxy, as `engram serve`)",
     )
-    parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--writes", type=int, default=1000)
-    parser.add_argument("--open-rate", type=float, default=50.0)
-    parser.add_argument("--open-seconds", type=float, default=20.0)
-    parser.add_argument(
-        "--batch-items", type=int, default=0, help="items per batch request (0: no batch phase)"
-    )
-    parser.add_argument("--batch-requests", type=int, default=10, help="batch requests, from 4 callers")
-    parser.add_argument(
-        "--batch-users", type=int, default=4, help="users the batches write for (1: every batch one user's)"
-    )
-    args = parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m engram.loadtest.bench_writes`` (``engram bench writes``): figures as one JSON line."""
+    args = parser().parse_args(argv)
     started: Any = None
     url = args.url
     if url is None:
-        from engram.loadtest.run import _start_app
+        from engram.loadtest.run import start_app
 
-        url, started = _start_app(1, 1, None, args.http_front)
+        url, started = start_app(1, 1, None, args.http_front)
     try:
         report = asyncio.run(
             bench(
@@ -290,9 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     finally:
         if started is not None:
-            from engram.loadtest.run import _stop_app
+            from engram.loadtest.run import stop_app
 
-            _stop_app(started)
+            stop_app(started)
     # Which front carried the requests (an app at --url: whatever it was started with).
     report["http_front"] = args.http_front if started is not None else "as started at --url"
     print(json.dumps(report))

@@ -39,6 +39,7 @@ from schemathesis.core.result import Err
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
 from engram.models.errors import ErrorCode
+from engram.serve.cli.options import positive_int
 
 NDJSON = "application/x-ndjson"
 HEALTH = "GET /healthz"
@@ -373,24 +374,28 @@ def _spoiled_cases(
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m engram.loadtest.fuzz`` (``engram bench fuzz``): 0 when no request failed a check."""
     parser = argparse.ArgumentParser(prog="engram bench fuzz", description=__doc__.splitlines()[0])
-    parser.add_argument("--max-examples", type=int, default=100, help="generated requests per operation")
-    parser.add_argument("--scenarios", type=int, help="linked call sequences (default: --max-examples)")
-    parser.add_argument("--url", help="an Engram app already running (default: start one here)")
+    parser.add_argument(
+        "--max-examples", type=positive_int, default=100, help="generated requests per operation"
+    )
+    parser.add_argument(
+        "--scenarios", type=positive_int, help="linked call sequences (default: --max-examples)"
+    )
+    parser.add_argument("--url", help="an Engram app already running (default: start one)")
     args = parser.parse_args(argv)
     started: tuple[str, Any] | None = None
     url = args.url
     if url is None:
-        from engram.loadtest.run import _start_app
+        from engram.loadtest.run import start_app
 
-        started = _start_app(1, 1, None)
+        started = start_app(1, 1, None)
         url = started[0]
     try:
         report = fuzz(url, args.max_examples, args.scenarios)
     finally:
         if started is not None:
-            from engram.loadtest.run import _stop_app
+            from engram.loadtest.run import stop_app
 
-            _stop_app(started[1])
+            stop_app(started[1])
     print(json.dumps(report.as_dict()))
     return 1 if report.failures else 0
 

@@ -59,14 +59,14 @@ def run(
     weights = parse_mix(mix)
     started_here = None
     if url is None or not answers(url):
-        started_here = _start_app(users, memories, seed_cache, http_front)
+        started_here = start_app(users, memories, seed_cache, http_front)
         url = started_here[0]
     try:
         offered = total_rate(weights, recall_rps)
         stats = _locust(url, users, offered, duration_s, format_mix(weights), niceness)
     finally:
         if started_here is not None:
-            _stop_app(started_here[1])
+            stop_app(started_here[1])
     # A light route of a short run may draw no request at all (Poisson); none at all is a failure.
     if not any(route in stats for route in weights):
         raise RuntimeError(f"locust made no request of the mix {format_mix(weights)}")
@@ -144,7 +144,7 @@ class StartedApp:
     front: LocalFront
 
 
-def _start_app(
+def start_app(
     users: int, memories: int, seed_cache: Path | None, http_front: str = "haproxy"
 ) -> tuple[str, StartedApp]:
     """Seed, then start both Serve applications on a Ray of their own (``http_front``: as
@@ -170,17 +170,17 @@ def _start_app(
 
     from engram.serve.app import deploy
 
-    # A Ray of its own: "auto" would join a cluster running here, and _stop_app would stop its Serve.
+    # A Ray of its own: "auto" would join a cluster running here, and stop_app would stop its Serve.
     ray.init(address="local", include_dashboard=False, namespace="serve", log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
     deploy(settings)
     url = f"http://127.0.0.1:{settings.serve.port}"
     print(f"app started at {url} (HTTP front: {front.kind})", file=sys.stderr, flush=True)
-    _wait_for_warm_snapshots(settings)
+    wait_for_warm_snapshots(settings)
     return url, StartedApp(data_dir, front)
 
 
-def _wait_for_warm_snapshots(settings: Settings, limit_s: float = 600.0) -> None:
+def wait_for_warm_snapshots(settings: Settings, limit_s: float = 600.0) -> None:
     """Offer load once the recall replica has warmed its snapshots (steady state, not cold start)."""
     from ray import serve
 
@@ -201,7 +201,7 @@ def _wait_for_warm_snapshots(settings: Settings, limit_s: float = 600.0) -> None
     print(f"recall warm-up not finished after {limit_s:.0f} s; load starts anyway", file=sys.stderr)
 
 
-def _stop_app(started: StartedApp) -> None:
+def stop_app(started: StartedApp) -> None:
     import ray
     from ray import serve
 

@@ -74,12 +74,12 @@ def test_levels_parse_as_integers() -> None:
         main(["--levels", "1,x"])
 
 
-def test_engram_bench_autoscale_takes_the_benchmarks_options() -> None:
-    from engram.serve.cli import build_parser
+def test_engram_bench_autoscale_hands_the_benchmark_its_options_unparsed() -> None:
+    from engram.serve.cli import parse, tools
 
-    args = build_parser().parse_args(["bench", "autoscale", "--max-replicas", "3", "--levels", "1,2,4"])
-    assert args.func.__name__ == "_bench_autoscale"
-    assert (args.max_replicas, args.levels, args.clients, args.target) == (3, "1,2,4", 16, 4.0)
+    args = parse(["bench", "autoscale", "--max-replicas", "3", "--levels", "1,2,4"])
+    assert args.func is tools.run and args.tool.module == "engram.loadtest.bench_autoscale"
+    assert args.extra_args == ["--max-replicas", "3", "--levels", "1,2,4"]
 
 
 def test_a_scale_down_under_load_is_reported() -> None:

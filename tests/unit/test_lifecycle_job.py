@@ -47,10 +47,11 @@ def test_a_partition_sends_each_batch_to_the_shard_that_owns_its_users() -> None
 
 
 def test_the_cli_offers_sweep_with_dry_run() -> None:
-    from engram.serve.cli import _sweep, build_parser
+    from engram.serve.cli import build_parser
+    from engram.serve.cli.maintenance import sweep
 
     args = build_parser().parse_args(["sweep", "--dry-run"])
-    assert (args.func, args.dry_run, args.address) == (_sweep, True, None)
+    assert (args.func, args.dry_run, args.address) == (sweep, True, None)
     assert build_parser().parse_args(["sweep", "--address", "auto"]).dry_run is False
 
 
