@@ -105,7 +105,7 @@ class Ingestor:
                         [Decision(op="NONE", reason=f"{degraded}; nothing to remember")] if degraded else []
                     )
                     if task_id is not None:
-                        await tx.finish_task(
+                        await tx.tasks.finish(
                             task_id,
                             TaskStatus.DONE,
                             decisions=[d.model_dump(mode="json") for d in decisions],
@@ -126,7 +126,7 @@ class Ingestor:
             and (m.app_id, m.level, m.session_id) == (app_id, level, request.session_id)
         ]
         async with self._metadata.transaction() as tx:
-            hash_key = (await tx.cipher(request.user_id)).hash_key
+            hash_key = (await tx.keys.cipher(request.user_id)).hash_key
         plans = await self._evolver.plan(
             facts,
             vectors,
@@ -145,8 +145,8 @@ class Ingestor:
                 for plan in plans:
                     await self._apply(tx, plan, request, level, app_id, now, new_vectors, hash_key, outcome)
                 outcome.decisions += await self._hold(tx, request, held, now)
-                await tx.bump_version(request.user_id)
-                if task_id is not None and not await tx.finish_task(
+                await tx.versions.bump(request.user_id)
+                if task_id is not None and not await tx.tasks.finish(
                     task_id,
                     TaskStatus.DONE,
                     decisions=[d.model_dump(mode="json") for d in outcome.decisions],
@@ -212,7 +212,7 @@ class Ingestor:
         if not held:
             return []
         level, app_id = placement(request.level, request.app_id, request.session_id)
-        hash_key = (await tx.cipher(request.user_id)).hash_key
+        hash_key = (await tx.keys.cipher(request.user_id)).hash_key
         waiting = await quarantine_queries.held_scopes(tx, request.user_id)
         decisions: list[Decision] = []
         for fact in held:
@@ -226,8 +226,8 @@ class Ingestor:
             waiting[scope] = memory.memory_id
             memory.status = Status.QUARANTINED
             reason = f"quarantined ({', '.join(fact.quarantine)}) from {fact.source.value}"
-            await tx.insert_memory(memory)
-            await tx.add_change(
+            await tx.memories.insert(memory)
+            await tx.changes.add(
                 memory, OpType.ADD, OpSource.SYSTEM, reason, now, content_after=memory.content
             )
             decisions.append(_decision("QUARANTINE", memory, memory.content, reason))
@@ -269,7 +269,7 @@ class Ingestor:
     async def _finished_decisions(self, task_id: str) -> list[Decision] | None:
         """The stored decisions of a finished task (empty when it FAILED); None while unfinished."""
         async with self._metadata.transaction() as tx:
-            task = await tx.get_task(task_id)
+            task = await tx.tasks.get(task_id)
         if task is None:
             raise not_found(NO_TASK, task_id)
         if task.status in (TaskStatus.PENDING, TaskStatus.RUNNING):
@@ -290,14 +290,14 @@ class Ingestor:
     ) -> None:
         if plan.op == "NONE":
             if plan.target is not None:
-                await tx.add_change(plan.target, OpType.NONE, OpSource.SYSTEM, plan.reason, now)
+                await tx.changes.add(plan.target, OpType.NONE, OpSource.SYSTEM, plan.reason, now)
             outcome.decisions.append(_decision("NONE", plan.target, plan.fact.text, plan.reason))
             return
         if plan.op in ("UPDATE", "MERGE"):
             await self._rewrite(tx, plan, now, new_vectors, hash_key, outcome)
             return
         memory = self._memory_for(plan, request, level, app_id, now)
-        target = await tx.get_memory(request.user_id, plan.target.memory_id) if plan.target else None
+        target = await tx.memories.get(request.user_id, plan.target.memory_id) if plan.target else None
         if plan.op == "SUPERSEDE" and target is not None and target.status is Status.ACTIVE:
             await self._supersede(tx, memory, target, plan.reason, now, outcome)
         else:
@@ -342,7 +342,7 @@ class Ingestor:
             # The newer fact wins: the old one stays, closed at the moment the new one became true.
             outcome.deletes.extend(await admit(tx, self.settings, memory, OpSource.SYSTEM, reason, now))
             await self._close(tx, old, by=memory, reason=reason, now=now)
-            await tx.add_to_counters(old.user_id, counter_deltas([old], -1))
+            await tx.counters.add(old.user_id, counter_deltas([old], -1))
             outcome.decisions.append(
                 _decision("SUPERSEDE", old, memory.content, f"{reason}; new id {memory.memory_id}")
             )
@@ -351,8 +351,8 @@ class Ingestor:
         memory.status = Status.SUPERSEDED
         memory.invalid_at = old.valid_at
         memory.superseded_by = old.memory_id
-        await tx.insert_memory(memory)
-        await tx.add_change(
+        await tx.memories.insert(memory)
+        await tx.changes.add(
             memory,
             OpType.SUPERSEDE,
             OpSource.SYSTEM,
@@ -369,8 +369,8 @@ class Ingestor:
         old.invalid_at = by.valid_at
         old.superseded_by = by.memory_id
         old.updated_at = now
-        await tx.save_memory(old)
-        await tx.add_change(
+        await tx.memories.save(old)
+        await tx.changes.add(
             old,
             OpType.SUPERSEDE,
             OpSource.SYSTEM,
@@ -391,7 +391,7 @@ class Ingestor:
     ) -> None:
         assert plan.target is not None
         assert plan.text is not None
-        memory = await tx.get_memory(plan.target.user_id, plan.target.memory_id)
+        memory = await tx.memories.get(plan.target.user_id, plan.target.memory_id)
         if memory is None or memory.status is not Status.ACTIVE or memory.content is None:
             raise EngramError(ErrorCode.NOT_FOUND, "an evolution target vanished mid-write")
         before = memory.content
@@ -407,9 +407,9 @@ class Ingestor:
         )[:8]
         memory.embedding_model = self._embedder.model_name
         memory.updated_at = now
-        await tx.save_memory(memory)
+        await tx.memories.save(memory)
         op = OpType.UPDATE if plan.op == "UPDATE" else OpType.MERGE
-        await tx.add_change(
+        await tx.changes.add(
             memory, op, OpSource.SYSTEM, plan.reason, now, content_before=before, content_after=plan.text
         )
         outcome.upserts.append(vector_record(memory, new_vectors[plan.text]))

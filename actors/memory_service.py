@@ -160,9 +160,9 @@ class MemoryService:
             raise ValueError("staged memories belong to one user")
         results: dict[int, BatchItemResult] = {}
         repeats: dict[int, int] = {}  # item -> the earlier item of the batch with the same memory
-        cipher = await tx.cipher(user_id)
+        cipher = await tx.keys.cipher(user_id)
         digests = [content_hash(r.content, cipher.hash_key) for r in requests]
-        stored = await tx.find_by_hashes(user_id, digests)
+        stored = await tx.memories.find_by_hashes(user_id, digests)
         # The same content in the same scope is one memory, already stored or earlier in the batch.
         known: dict[Scope, str] = {}
         for memory in (m for found in stored.values() for m in found):
@@ -200,7 +200,7 @@ class MemoryService:
         for index, earlier in repeats.items():
             results[index] = results[earlier].model_copy(update={"index": index})
         if staged.admitted:
-            await tx.bump_version(user_id)
+            await tx.versions.bump(user_id)
         staged.results = [results[i] for i in range(len(requests))]
         return staged
 
@@ -209,8 +209,8 @@ class MemoryService:
     ) -> None:
         memory.status = Status.QUARANTINED
         reason = f"quarantined ({', '.join(signals)}) from {Source.STRUCTURED.value}"
-        await tx.insert_memory(memory)
-        await tx.add_change(memory, OpType.ADD, op_source, reason, now, content_after=memory.content)
+        await tx.memories.insert(memory)
+        await tx.changes.add(memory, OpType.ADD, op_source, reason, now, content_after=memory.content)
 
     async def write_vectors(self, staged: Sequence[StagedMemories], vectors: Sequence[np.ndarray]) -> None:
         """After the commit: evicted vectors out, then the admitted memories' vectors in, for any
@@ -260,13 +260,13 @@ class MemoryService:
         content_changes = request.content is not None
         vector = (await self.embedder.embed([request.content]))[0] if request.content is not None else None
         async with self.metadata.transaction() as tx:
-            memory = await tx.get_memory(request.user_id, request.memory_id)
+            memory = await tx.memories.get(request.user_id, request.memory_id)
             if memory is None or memory.status is not Status.ACTIVE or memory.content is None:
                 raise not_found(NO_ACTIVE_MEMORY, request.memory_id)
             before = replace(memory, custom_tags=list(memory.custom_tags))
             current = self._decayed(memory, now)
             if request.content is not None and request.content != memory.content:
-                cipher = await tx.cipher(memory.user_id)
+                cipher = await tx.keys.cipher(memory.user_id)
                 memory.content = request.content
                 memory.content_hash = content_hash(request.content, cipher.hash_key)
                 memory.embedding_model = self.embedder.model_name
@@ -289,8 +289,8 @@ class MemoryService:
                 memory.weight = self._weight_after_update(memory, current, content_changes)
                 memory.weight_at = now
                 memory.updated_at = now
-                await tx.save_memory(memory)
-                await tx.add_change(
+                await tx.memories.save(memory)
+                await tx.changes.add(
                     memory,
                     OpType.UPDATE,
                     op_source,
@@ -302,10 +302,10 @@ class MemoryService:
                 if memory.is_important != before.is_important:
                     own = capacity.important_dimension(capacity.dimension_for(memory.app_id))
                     sign = 1 if memory.is_important else -1
-                    await tx.add_to_counters(
+                    await tx.counters.add(
                         memory.user_id, {own: sign, capacity.important_dimension("total"): sign}
                     )
-                await tx.bump_version(memory.user_id)
+                await tx.versions.bump(memory.user_id)
         if held is not None:
             await self.vectors.delete([memory.memory_id])
             return held
@@ -326,12 +326,12 @@ class MemoryService:
         """Move an updated memory to QUARANTINED: out of capacity and the index until released."""
         memory.status = Status.QUARANTINED
         memory.updated_at = now
-        await tx.save_memory(memory)
+        await tx.memories.save(memory)
         fields = sorted(f for f in request.model_fields_set if f not in {"user_id", "memory_id"})
         reason = (
             f"update: {', '.join(fields)}; quarantined ({', '.join(signals)}) from {Source.STRUCTURED.value}"
         )
-        await tx.add_change(
+        await tx.changes.add(
             memory,
             OpType.UPDATE,
             op_source,
@@ -346,15 +346,15 @@ class MemoryService:
             deltas[dimension] = -1
             if before.is_important:
                 deltas[capacity.important_dimension(dimension)] = -1
-        await tx.add_to_counters(memory.user_id, deltas)
-        await tx.bump_version(memory.user_id)
+        await tx.counters.add(memory.user_id, deltas)
+        await tx.versions.bump(memory.user_id)
         return memory_view(memory)
 
     async def _screened_update(self, request: UpdateRequest) -> str:
         """The new content with secrets and PII redacted by the memory's app policy; 40004 if refused."""
         assert request.content is not None
         async with self.metadata.transaction(readonly=True) as tx:
-            memory = await tx.get_memory(request.user_id, request.memory_id)
+            memory = await tx.memories.get(request.user_id, request.memory_id)
         app_id = memory.app_id if memory is not None else None
         return screened_content(request.content, self.settings.privacy.sensitive, app_id)
 
@@ -384,17 +384,17 @@ class MemoryService:
     async def _delete(self, user_id: str, memory_ids: list[str], op_source: OpSource) -> DeleteResult:
         now = self.clock()
         async with self.metadata.transaction() as tx:
-            found = await tx.get_memories(user_id, memory_ids)
+            found = await tx.memories.get_many(user_id, memory_ids)
             targets = [m for m in found.values() if m.status is not Status.DELETED]
             if targets:
-                await tx.mark_status(user_id, [m.memory_id for m in targets], Status.DELETED, now)
+                await tx.memories.mark_status(user_id, [m.memory_id for m in targets], Status.DELETED, now)
                 for memory in targets:
-                    await tx.add_change(
+                    await tx.changes.add(
                         memory, OpType.DELETE, op_source, "delete", now, content_before=memory.content
                     )
                 active = [m for m in targets if m.status is Status.ACTIVE]
-                await tx.add_to_counters(user_id, counter_deltas(active, -1))
-                await tx.bump_version(user_id)
+                await tx.counters.add(user_id, counter_deltas(active, -1))
+                await tx.versions.bump(user_id)
         deleted = {m.memory_id for m in targets}
         if deleted:
             await self.vectors.delete(sorted(deleted))
@@ -424,7 +424,7 @@ class MemoryService:
         """R4 for many users' hits in one transaction (``HitWriter``); each as if stored alone."""
         stored: list[tuple[HitTurn, dict[str, tuple[float, int]]]] = []
         async with self.metadata.transaction() as tx:
-            await tx.prefetch_ciphers({turn.user_id for turn in turns})
+            await tx.keys.prefetch({turn.user_id for turn in turns})
             for turn in turns:
                 stored.append((turn, await self._stage_recall_hits(tx, turn)))
         # No version bump: a hit changes no content, and a bump would discard the snapshot on every
@@ -434,14 +434,14 @@ class MemoryService:
 
     async def _stage_recall_hits(self, tx: MetadataTx, turn: HitTurn) -> dict[str, tuple[float, int]]:
         hits: dict[str, tuple[float, int]] = {}
-        for memory in (await tx.get_memories(turn.user_id, turn.memory_ids)).values():
+        for memory in (await tx.memories.get_many(turn.user_id, turn.memory_ids)).values():
             if memory.status is not Status.ACTIVE or memory.content is None:
                 continue
             cap = type_initial_weight(memory, self.settings.weights)
             weight = recovered_weight(self._decayed(memory, turn.at), self.settings.recall.delta_recall, cap)
             hits[memory.memory_id] = (weight, memory.recall_count + 1)
         # One statement for all hits: per-row updates were most of a shard's recall cost.
-        await tx.record_recall_hits(turn.user_id, hits, turn.at)
+        await tx.memories.record_recall_hits(turn.user_id, hits, turn.at)
         return hits
 
     async def drain(self) -> None:
@@ -452,11 +452,11 @@ class MemoryService:
     async def history(self, request: HistoryRequest) -> HistoryResponse:
         """One memory and its full change chain, oldest first (M3)."""
         async with self.metadata.transaction(readonly=True) as tx:
-            memory = await tx.get_memory(request.user_id, request.memory_id)
+            memory = await tx.memories.get(request.user_id, request.memory_id)
             if memory is None:
                 raise not_found(NO_MEMORY, request.memory_id)
-            changes = await tx.history(request.user_id, request.memory_id)
-            sources = await compressed_from(tx.conn, request.user_id, request.memory_id)
+            changes = await tx.changes.history(request.user_id, request.memory_id)
+            sources = await compressed_from(tx, request.user_id, request.memory_id)
         return HistoryResponse(
             memory=memory_view(memory, self._decayed(memory, self.clock())),
             changes=[change_view(c) for c in changes],
@@ -466,7 +466,7 @@ class MemoryService:
     async def change_log(self, request: ChangeLogRequest) -> ChangeLogPage:
         """The user's changes by dimension and time range, newest first, paginated (M3)."""
         async with self.metadata.transaction(readonly=True) as tx:
-            entries = await tx.change_log(
+            entries = await tx.changes.page(
                 request.user_id,
                 app_id=request.app_id,
                 op_type=request.op_type,

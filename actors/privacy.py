@@ -108,9 +108,9 @@ def exact_counters(active: dict[tuple[str, bool], int]) -> dict[str, int]:
 
 async def reset_counters(tx: MetadataTx, user_id: str) -> dict[str, int]:
     """Set the user's counters to the exact counts of their active rows; returns them."""
-    exact = exact_counters(await tx.count_active(user_id))
-    existing = await tx.counters(user_id)
-    await tx.set_counters(user_id, {**dict.fromkeys(existing, 0), **exact})
+    exact = exact_counters(await tx.memories.count_active(user_id))
+    existing = await tx.counters.read(user_id)
+    await tx.counters.set(user_id, {**dict.fromkeys(existing, 0), **exact})
     return exact
 
 
@@ -195,12 +195,12 @@ class PrivacyService:
             if full:
                 await q.forget_tasks(tx, user_id, now)
                 await q.drop_counters(tx, user_id)
-                shredded = await tx.shred(user_id)
+                shredded = await tx.keys.shred(user_id)
             else:
                 await reset_counters(tx, user_id)
                 # No task keeps the text of what was purged (its request, its decisions: P8).
                 await q.scrub_tasks(tx, user_id, ids, app_id=request.app_id, level=request.level, at=now)
-            await tx.bump_version(user_id)
+            await tx.versions.bump(user_id)
         if full:
             await self.service.vectors.delete_user(user_id)
         elif ids:
@@ -221,7 +221,7 @@ class PrivacyService:
         user_id = task.user_id
         page_size = self.service.settings.privacy.export_page
         async with self.service.metadata.transaction() as tx:
-            cipher = await tx.cipher(user_id)
+            cipher = await tx.keys.cipher(user_id)
         writer = SealedLineWriter(export_path(self.export_root, task.task_id), cipher)
         try:
             after: tuple[datetime, str] | None = None
@@ -250,7 +250,7 @@ class PrivacyService:
             raise
         decision = {"op": "EXPORT", "memory_id": None, "content": None, "reason": f"{writer.lines} memories"}
         async with self.service.metadata.transaction() as tx:
-            await tx.finish_task(
+            await tx.tasks.finish(
                 task.task_id, TaskStatus.DONE, decisions=[decision], error=None, at=self.service.clock()
             )
         # Never the task id: it is the handle that reads the export (P9).
@@ -261,12 +261,12 @@ class PrivacyService:
     ) -> tuple[bytes, int | None]:
         """Plain JSON Lines of a finished export from ``offset``; 40401 unless it is this user's."""
         async with self.service.metadata.transaction(readonly=True) as tx:
-            task = await tx.get_task(task_id)
+            task = await tx.tasks.get(task_id)
             if task is None or task.user_id != user_id or task.kind != KIND_EXPORT:
                 raise EngramError(ErrorCode.NOT_FOUND, f"no export {task_id} for this user")
             if task.status is not TaskStatus.DONE:
                 raise EngramError(ErrorCode.NOT_FOUND, f"export {task_id} is {task.status.value}")
-            cipher = await tx.cipher(user_id)
+            cipher = await tx.keys.cipher(user_id)
         path = export_path(self.export_root, task_id)
         if not path.exists():
             raise EngramError(ErrorCode.NOT_FOUND, f"export {task_id} is gone")
@@ -303,7 +303,7 @@ class PrivacyService:
         records = []
         gone: list[str] = []
         async with self.service.metadata.transaction() as tx:
-            cipher = await tx.cipher(user_id)
+            cipher = await tx.keys.cipher(user_id)
             for planned in plan:
                 item = planned.item
                 memory = to_memory(
@@ -315,14 +315,14 @@ class PrivacyService:
                 if planned.memory_id in new_vectors:
                     memory.embedding_model = embedder.model_name
                 if planned.step is Step.OVERWRITE:
-                    await tx.save_memory(memory)
+                    await tx.memories.save(memory)
                     await q.delete_changes(tx, user_id, [memory.memory_id])
                 else:
-                    await tx.insert_memory(memory)
+                    await tx.memories.insert(memory)
                 for change in to_changes(item, memory):
                     await q.insert_change(tx, change)
                 op = OpType.UPDATE if planned.step is Step.OVERWRITE else OpType.ADD
-                await tx.add_change(memory, op, OpSource.ADMIN, "import", now)
+                await tx.changes.add(memory, op, OpSource.ADMIN, "import", now)
                 vector = new_vectors.get(memory.memory_id)
                 if vector is None and item.vector is not None:
                     vector = decode_vector(item.vector, embedder.dim)
@@ -336,7 +336,7 @@ class PrivacyService:
                 raise EngramError(
                     ErrorCode.CAPACITY_FULL, f"import would pass the capacity of {', '.join(sorted(over))}"
                 )
-            await tx.bump_version(user_id)
+            await tx.versions.bump(user_id)
         if gone:
             await self.service.vectors.delete(gone)
         if records:

@@ -87,7 +87,7 @@ class Profiles:
         """A fresh profile from the stores, not stored (read-only: recall replicas)."""
         now = self.clock()
         async with self.metadata.transaction(readonly=True) as tx:
-            if await tx.existing_cipher(user_id) is None:
+            if await tx.keys.existing(user_id) is None:
                 return UserProfile(user_id=user_id, app_id=app_id, refreshed_at=now)
             memories = await stored.profile_memories(tx, user_id)
         return self._build(user_id, app_id, memories, now)
@@ -96,7 +96,7 @@ class Profiles:
         """The stored profile when it was built from the user's current version, else None."""
         async with self.metadata.transaction(readonly=True) as tx:
             found = await stored.read_profile(tx, user_id, app_id or GLOBAL_APP)
-            version = await tx.version(user_id)
+            version = await tx.versions.read(user_id)
         return found.profile if found is not None and found.source_version == version else None
 
     async def current(self, user_id: str, app_id: str | None) -> UserProfile:
@@ -112,11 +112,11 @@ class Profiles:
         """
         now = self.clock()
         async with self.metadata.transaction() as tx:
-            cipher = await tx.existing_cipher(user_id)
+            cipher = await tx.keys.existing(user_id)
             if cipher is None:
                 await stored.delete_profiles(tx, user_id)
                 return 0
-            version = await tx.version(user_id)
+            version = await tx.versions.read(user_id)
             apps = {GLOBAL_APP, *(await stored.profile_apps(tx, user_id))}
             if app_id:
                 apps.add(app_id)

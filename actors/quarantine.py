@@ -90,8 +90,8 @@ class QuarantineService:
                 try:
                     async with tx.savepoint():
                         evicted += await make_room(tx, self.service.settings, memory, now)
-                        await tx.save_memory(memory)
-                        await tx.add_change(
+                        await tx.memories.save(memory)
+                        await tx.changes.add(
                             memory,
                             OpType.RESTORE,
                             op_source,
@@ -99,7 +99,7 @@ class QuarantineService:
                             now,
                             content_after=memory.content,
                         )
-                        await tx.add_to_counters(user_id, counter_deltas([memory], +1))
+                        await tx.counters.add(user_id, counter_deltas([memory], +1))
                 except EngramError as exc:
                     refused.append(
                         RefusedRelease(memory_id=memory.memory_id, code=exc.code.value, msg=exc.message)
@@ -109,7 +109,7 @@ class QuarantineService:
                 assert vectors is not None
                 records.append(vector_record(memory, vectors[index]))
             if released:
-                await tx.bump_version(user_id)
+                await tx.versions.bump(user_id)
         if evicted:
             await self.service.vectors.delete(evicted)
         gone = set(evicted)
@@ -134,7 +134,7 @@ class QuarantineService:
             if targets:
                 await held.set_held_status(tx, user_id, [m.memory_id for m in targets], Status.DELETED, now)
                 for memory in targets:
-                    await tx.add_change(
+                    await tx.changes.add(
                         memory,
                         OpType.DELETE,
                         op_source,
@@ -142,7 +142,7 @@ class QuarantineService:
                         now,
                         content_before=memory.content,
                     )
-                await tx.bump_version(user_id)
+                await tx.versions.bump(user_id)
         done = {m.memory_id for m in targets}
         log.info("deleted %d held memories of user %s", len(done), user_id)
         return QuarantineResult(

@@ -93,13 +93,13 @@ class SessionCloser:
         continuity: Memory | None = None
         async with service.metadata.transaction(readonly=True) as tx:
             valued = session_memories(
-                await tx.memories_with_status(request.user_id, [Status.ACTIVE]), request
+                await tx.memories.with_status(request.user_id, [Status.ACTIVE]), request
             )
         # Outside the write transaction: an engine may take seconds, and SQLite has one write lock.
         chosen = await self.valuer(valued, request.must_promote) if valued else set()
         async with service.metadata.transaction() as tx:
             session = session_memories(
-                await tx.memories_with_status(request.user_id, [Status.ACTIVE]), request
+                await tx.memories.with_status(request.user_id, [Status.ACTIVE]), request
             )
             # The close runs on the user's mailbox, so the session should not have changed since; a
             # memory that appeared meanwhile is judged by the deterministic rule alone.
@@ -121,7 +121,7 @@ class SessionCloser:
             if request.to_be_continued and session:
                 continuity = await self._continuity(tx, request, session, evicted)
             if session or continuity is not None:
-                await tx.bump_version(request.user_id)
+                await tx.versions.bump(request.user_id)
         await self._follow_vectors(promoted, [m.memory_id for m in dropped] + evicted, continuity)
         await self._compress(request.user_id, promoted)
         return SessionCloseResult(
@@ -148,17 +148,17 @@ class SessionCloser:
         moved = replace(memory, level=level, app_id=app_id, session_id=None, updated_at=now)
         if capacity.dimension_for(app_id) != capacity.dimension_for(memory.app_id):
             # It leaves its old dimension and is admitted to the new one like a new memory.
-            await tx.add_to_counters(memory.user_id, counter_deltas([memory], -1))
+            await tx.counters.add(memory.user_id, counter_deltas([memory], -1))
             try:
                 evicted.extend(await make_room(tx, settings, moved, now))
             except EngramError as exc:
                 if exc.code not in (ErrorCode.CAPACITY_FULL, ErrorCode.IMPORTANT_LIMIT_EXCEEDED):
                     raise
-                await tx.add_to_counters(memory.user_id, counter_deltas([memory], +1))
+                await tx.counters.add(memory.user_id, counter_deltas([memory], +1))
                 return None
-            await tx.add_to_counters(memory.user_id, counter_deltas([moved], +1))
-        await tx.save_memory(moved)
-        await tx.add_change(
+            await tx.counters.add(memory.user_id, counter_deltas([moved], +1))
+        await tx.memories.save(moved)
+        await tx.changes.add(
             moved, OpType.UPDATE, OpSource.SYSTEM, f"session close: promoted to {level.value}", now
         )
         return moved
@@ -168,15 +168,15 @@ class SessionCloser:
             return
         now = self.service.clock()
         user_id = dropped[0].user_id
-        await tx.mark_status(user_id, [m.memory_id for m in dropped], Status.DELETED, now)
+        await tx.memories.mark_status(user_id, [m.memory_id for m in dropped], Status.DELETED, now)
         for memory in dropped:
             reason = (
                 "session close: capacity full" if memory.memory_id in refused else "session close: dropped"
             )
-            await tx.add_change(
+            await tx.changes.add(
                 memory, OpType.DELETE, OpSource.SYSTEM, reason, now, content_before=memory.content
             )
-        await tx.add_to_counters(user_id, counter_deltas(list(dropped), -1))
+        await tx.counters.add(user_id, counter_deltas(list(dropped), -1))
 
     async def _continuity(
         self, tx: MetadataTx, request: SessionCloseRequest, session: Sequence[Memory], evicted: list[str]
@@ -184,7 +184,7 @@ class SessionCloser:
         service = self.service
         now = service.clock()
         content = continuity_content(request.session_id, session)
-        cipher = await tx.cipher(request.user_id)
+        cipher = await tx.keys.cipher(request.user_id)
         memory = new_memory(
             service.settings.weights,
             user_id=request.user_id,

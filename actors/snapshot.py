@@ -24,8 +24,9 @@ from engram.models.enums import Status
 from engram.models.metrics import METRICS
 from engram.storage import vector_copies
 from engram.storage.embedders import Embedder
-from engram.storage.metadata import MetadataStore, RecallBookkeeping
+from engram.storage.metadata import MetadataStore
 from engram.storage.quick_reads import QuickReader
+from engram.storage.repositories.memories import RecallBookkeeping
 
 
 class VectorSource(Protocol):
@@ -90,16 +91,16 @@ class SnapshotCache:
             return cached
         started = time.perf_counter()
         async with self._metadata.transaction(readonly=True) as tx:
-            version = await tx.version(user_id)
+            version = await tx.versions.read(user_id)
             cached = self._cache.get(user_id)
             if cached is not None and cached.version == version:
                 if self._expired(cached):
-                    self._refresh(cached, await tx.recall_bookkeeping(user_id))
+                    self._refresh(cached, await tx.memories.recall_bookkeeping(user_id))
                 self._cache.move_to_end(user_id)
                 METRICS.snapshot_cache.inc(1, {"event": "hit"})
                 return cached
             METRICS.snapshot_cache.inc(1, {"event": "miss"})
-            rows = await tx.memories_with_status(user_id, RECALLABLE)
+            rows = await tx.memories.with_status(user_id, RECALLABLE)
             copies = await vector_copies.for_user(tx, user_id)
         snapshot = await self._build(version, [m for m in rows if m.content is not None], copies)
         METRICS.snapshot_cache.inc(1, {"event": "load"})
@@ -114,7 +115,7 @@ class SnapshotCache:
     async def warm(self, limit: int) -> int:
         """Load the snapshots of up to ``limit`` most recently active users; returns how many."""
         async with self._metadata.transaction(readonly=True) as tx:
-            user_ids = await tx.recently_active_users(min(limit, self._max_users))
+            user_ids = await tx.memories.recently_active_users(min(limit, self._max_users))
         for user_id in user_ids:
             await self.get(user_id)
         return len(user_ids)

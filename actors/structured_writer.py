@@ -32,7 +32,7 @@ from engram.models.domain import WriteTask
 from engram.models.enums import TaskStatus
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.metrics import METRICS
-from engram.storage.metadata import TaskOutcome
+from engram.storage.repositories.tasks import TaskOutcome
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +136,8 @@ class StructuredWriter:
         runnable: list[_Item] = []
         async with self.service.metadata.transaction() as tx:
             ids = [item.task_id for item in group]
-            tasks = await tx.get_tasks(ids)
-            started = await tx.start_tasks(ids, now)
+            tasks = await tx.tasks.get_many(ids)
+            started = await tx.tasks.start_many(ids, now)
             for item in group:
                 task, attempts = tasks.get(item.task_id), started[item.task_id]
                 if task is None or attempts == 0:
@@ -195,7 +195,7 @@ class StructuredWriter:
         with ``failed`` ones, in one transaction; then write their vectors."""
         staged_all: list[tuple[StagedMemories, list[int]]] = []
         async with self.service.metadata.transaction() as tx:
-            await tx.prefetch_ciphers(user_id for user_id, _ in remaining)
+            await tx.keys.prefetch(user_id for user_id, _ in remaining)
             outcomes = [
                 TaskOutcome(task_id, user_id, TaskStatus.FAILED, None, error)
                 for task_id, (user_id, error) in failed
@@ -214,11 +214,11 @@ class StructuredWriter:
                 if pressed and time.perf_counter() - began >= self.stage_budget_s:
                     break
             ending = [o.task_id for o in outcomes]
-            if await tx.unfinished_among(ending) != set(ending):
+            if await tx.tasks.unfinished_among(ending) != set(ending):
                 # Another finisher ended one meanwhile: undo the group; retried one by one, it is skipped.
                 raise _AlreadyFinishedError("a task of the group was finished elsewhere")
             # Stamped with the moment they end, not the group's start (a task's finished_at).
-            await tx.finish_tasks(outcomes, self._clock())
+            await tx.tasks.finish_many(outcomes, self._clock())
         self.commits += 1
         ended = self._clock()
         for outcome in outcomes:

@@ -19,14 +19,23 @@ from engram.models.domain import WriteTask
 
 
 class TaskInserter(Protocol):
-    """The part of a metadata transaction the recorder uses."""
+    """The part of the task repository the recorder uses."""
 
-    async def insert_tasks(self, tasks: Sequence[WriteTask]) -> None:
+    async def insert_many(self, tasks: Sequence[WriteTask]) -> None:
         """Insert the task rows."""
         ...
 
 
-Transaction = Callable[[], AbstractAsyncContextManager[TaskInserter]]
+class TaskTransaction(Protocol):
+    """The part of a metadata transaction the recorder uses."""
+
+    @property
+    def tasks(self) -> TaskInserter:
+        """The transaction's write tasks."""
+        ...
+
+
+Transaction = Callable[[], AbstractAsyncContextManager[TaskTransaction]]
 
 
 class TaskRecorder(GroupCommit[WriteTask]):
@@ -51,4 +60,4 @@ class TaskRecorder(GroupCommit[WriteTask]):
 
     async def _commit(self, tasks: Sequence[WriteTask]) -> None:
         async with self._transaction() as tx:
-            await tx.insert_tasks(tasks)
+            await tx.tasks.insert_many(tasks)

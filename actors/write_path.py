@@ -218,8 +218,8 @@ class WritePath:
     async def _process(self, task_id: str) -> bool:
         """Run the task; True when it is left unfinished by a passing failure (to retry)."""
         async with self.service.metadata.transaction() as tx:
-            task = await tx.get_task(task_id)
-            attempts = await tx.start_task(task_id, self.service.clock()) if task is not None else 0
+            task = await tx.tasks.get(task_id)
+            attempts = await tx.tasks.start(task_id, self.service.clock()) if task is not None else 0
         if task is None or attempts == 0:
             return False  # unknown, or already DONE / FAILED: a replay changes nothing
         if attempts > self.max_attempts:
@@ -266,7 +266,7 @@ class WritePath:
         self._retries[task_id] = done + 1
         try:
             async with self.service.metadata.transaction() as tx:
-                await tx.release_task(task_id)
+                await tx.tasks.release(task_id)
         except Exception as exc:  # the store is what failed: the retry spends the attempt
             log.warning("could not give back a task's attempt: %s", type(exc).__name__)
 
@@ -300,7 +300,7 @@ class WritePath:
                 for r in results
             ]
             async with self.service.metadata.transaction() as tx:
-                await tx.finish_task(
+                await tx.tasks.finish(
                     task.task_id,
                     TaskStatus.DONE,
                     decisions=[d.model_dump(mode="json") for d in decisions],
@@ -316,7 +316,7 @@ class WritePath:
 
     async def _fail(self, task: WriteTask, error: str) -> None:
         async with self.service.metadata.transaction() as tx:
-            await tx.finish_task(
+            await tx.tasks.finish(
                 task.task_id, TaskStatus.FAILED, decisions=None, error=error, at=self.service.clock()
             )
         METRICS.task_ended(task.kind, TaskStatus.FAILED, task.created_at, self.service.clock())
@@ -327,7 +327,7 @@ class WritePath:
     async def task(self, task_id: str, user_id: str | None = None) -> TaskView:
         """The state of an accepted write (W2); 40401 when the id is unknown (or not ``user_id``'s)."""
         async with self.service.metadata.transaction(readonly=True) as tx:
-            task = await tx.get_task(task_id, with_payload=False)
+            task = await tx.tasks.get(task_id, with_payload=False)
         if task is None or (user_id is not None and task.user_id != user_id):
             raise not_found(NO_TASK, task_id)
         return TaskView(
@@ -367,7 +367,7 @@ class WritePath:
         after: tuple[datetime, str] | None = None
         while True:
             async with self.service.metadata.transaction() as tx:
-                page = await tx.unfinished_tasks(self._resume_page, after=after)
+                page = await tx.tasks.unfinished(self._resume_page, after=after)
             for task in page:
                 if owns is None or owns(task.user_id):
                     self.schedule(task.user_id, task.task_id, task.kind)

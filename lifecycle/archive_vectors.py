@@ -6,16 +6,13 @@ source answers from the archive objects instead of embedding their content again
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
-from sqlalchemy import and_, select
 
 from engram.lifecycle.archive import ColdArchive
-from engram.models.enums import Status
 from engram.storage.metadata import MetadataStore
-from engram.storage.schema import memories
+from engram.storage.sweep_queries import archived_owners
 from engram.storage.vectors import VectorStore
 
 
@@ -33,15 +30,10 @@ class ArchiveBackedVectors:
         missing = [mid for mid in memory_ids if mid not in found]
         if not missing:
             return found
-        owners: dict[str, list[str]] = defaultdict(list)
         async with self._metadata.transaction(readonly=True) as tx:
-            query = select(memories.c.memory_id, memories.c.user_id).where(
-                and_(memories.c.memory_id.in_(missing), memories.c.status == Status.ARCHIVED.value)
-            )
-            for memory_id, user_id in (await tx.conn.execute(query)).all():
-                owners[user_id].append(memory_id)
+            owners = await archived_owners(tx, missing)
             # A read never makes a key: a user without one has no readable archive object.
-            ciphers = {user_id: await tx.existing_cipher(user_id) for user_id in owners}
+            ciphers = {user_id: await tx.keys.existing(user_id) for user_id in owners}
         for user_id, ids in owners.items():
             cipher = ciphers[user_id]
             if cipher is None:

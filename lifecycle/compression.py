@@ -75,19 +75,19 @@ class Compressor:
         stores = self.stores
         config = stores.settings.lifecycle.compression
         async with stores.metadata.transaction(readonly=True) as tx:
-            cipher = await tx.existing_cipher(user_id)
+            cipher = await tx.keys.existing(user_id)
             if cipher is None:  # never a new key; a shredded user has nothing to compress
                 return SweepCounts()
             # Weights first, without content: most days most users have too few faded memories,
             # and decrypting every active row to learn that cost ~0.2 ms a memory.
             light = [
                 r.memory_id
-                for r in await tx.eviction_rows(user_id, None)
+                for r in await tx.memories.eviction_rows(user_id, None)
                 if not r.is_important and weight_now(r, now, stores.settings.decay) <= config.max_weight
             ]
             if len(light) < config.min_group:
                 return SweepCounts()
-            active = list((await tx.get_memories(user_id, light)).values())
+            active = list((await tx.memories.get_many(user_id, light)).values())
         exempt = stores.settings.decay.exempt_tags
         pool = [
             m
@@ -141,12 +141,12 @@ class Compressor:
         ids = [m.memory_id for m in group]
         try:
             async with stores.metadata.transaction() as tx:
-                if await archive_into(tx.conn, user_id, ids, summary.memory_id, now) != len(ids):
+                if await archive_into(tx, user_id, ids, summary.memory_id, now) != len(ids):
                     raise _ChangedError
                 await self._step("originals_archived")
-                await tx.insert_memory(summary)
+                await tx.memories.insert(summary)
                 await self._step("summary_inserted")
-                await tx.add_change(
+                await tx.changes.add(
                     summary,
                     OpType.COMPRESS,
                     OpSource.SYSTEM,
@@ -156,11 +156,11 @@ class Compressor:
                 )
                 into = f"compression: into {summary.memory_id}"
                 for memory in group:
-                    await tx.add_change(memory, OpType.COMPRESS, OpSource.SYSTEM, into, now)
+                    await tx.changes.add(memory, OpType.COMPRESS, OpSource.SYSTEM, into, now)
                 deltas = counter_deltas(list(group), -1)
                 deltas.update(counter_deltas([summary], +1))  # update adds counts
-                await tx.add_to_counters(user_id, deltas)
-                await tx.bump_version(user_id)
+                await tx.counters.add(user_id, deltas)
+                await tx.versions.bump(user_id)
                 await self._step("logged")
         except _ChangedError:
             # Nothing was committed; the spare archive objects of still-active memories are

@@ -27,10 +27,10 @@ from typing import Any
 import ray
 
 from engram.lifecycle.plan import SweepCounts
-from engram.lifecycle.queries import user_ids_page
 from engram.models.domain import utcnow
 from engram.models.settings import Settings
 from engram.storage.database import create_engine
+from engram.storage.sweep_queries import user_ids_page
 
 log = logging.getLogger(__name__)
 

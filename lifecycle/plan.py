@@ -11,9 +11,12 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from engram.models.domain import SweepRow
 from engram.models.enums import Status
 from engram.models.rules.decay import weight_now
 from engram.models.settings import Settings
+
+__all__ = ["Action", "SweepCounts", "SweepRow", "Verdict", "count", "decide"]
 
 # Weights are floats: a memory that reaches the threshold exactly on its day (0.80 at day 90) must
 # not be archived by rounding noise a day early.
@@ -29,22 +32,6 @@ class Action(enum.Enum):
     ARCHIVE_EXPIRED = "archive_expired"
     PURGE_ARCHIVED = "purge_archived"
     PURGE_DELETED = "purge_deleted"
-
-
-@dataclass(frozen=True, slots=True)
-class SweepRow:
-    """What the sweep reads of a memory (no content)."""
-
-    memory_id: str
-    app_id: str
-    status: Status
-    weight: float
-    weight_at: datetime
-    is_important: bool
-    custom_tags: list[str]
-    expire_at: datetime | None
-    archived_at: datetime | None
-    deleted_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)

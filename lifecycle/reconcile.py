@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from engram.lifecycle.archive import ArchivedItem
 from engram.lifecycle.context import LifecycleStores, vectors_for
 from engram.lifecycle.plan import SweepCounts
-from engram.lifecycle.queries import statuses
 from engram.models.enums import Status
 from engram.models.metrics import METRICS
 from engram.models.rules import capacity
 from engram.storage import vector_copies
+from engram.storage.sweep_queries import statuses
 from engram.storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,10 @@ def counter_drift(expected: Mapping[str, int], stored: Mapping[str, int]) -> dic
 async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool = False) -> SweepCounts:
     """Compare and repair one user's vectors, archive objects and counters; returns what was fixed."""
     async with stores.metadata.transaction(readonly=True) as tx:
-        state = await statuses(tx.conn, user_id)
-        drift = counter_drift(expected_counters(await tx.count_active(user_id)), await tx.counters(user_id))
+        state = await statuses(tx, user_id)
+        drift = counter_drift(
+            expected_counters(await tx.memories.count_active(user_id)), await tx.counters.read(user_id)
+        )
         copies = await vector_copies.ids_for_user(tx, user_id)
     indexed = {mid for mid, s in state.items() if s in INDEXED}
     archived = {mid for mid, s in state.items() if s is Status.ARCHIVED}
@@ -87,9 +89,9 @@ async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool
         async with stores.metadata.transaction() as tx:
             # Recounted inside the write transaction: the repair writes exact values, not a stale diff.
             fresh = counter_drift(
-                expected_counters(await tx.count_active(user_id)), await tx.counters(user_id)
+                expected_counters(await tx.memories.count_active(user_id)), await tx.counters.read(user_id)
             )
-            await tx.set_counters(user_id, fresh)
+            await tx.counters.set(user_id, fresh)
     if orphan_vectors:
         await stores.vectors.delete(orphan_vectors)
     if orphan_objects:
@@ -98,9 +100,9 @@ async def reconcile_user(stores: LifecycleStores, user_id: str, *, dry_run: bool
         await _repair_copies(stores, user_id, missing_copies, orphan_copies)
     if missing_vectors or missing_objects:
         async with stores.metadata.transaction(readonly=True) as tx:
-            found = await tx.get_memories(user_id, missing_vectors + missing_objects)
+            found = await tx.memories.get_many(user_id, missing_vectors + missing_objects)
             # Never a new key: without one (a purged user) nothing is readable to repair.
-            cipher = await tx.existing_cipher(user_id)
+            cipher = await tx.keys.existing(user_id)
         readable = [m for m in found.values() if m.content is not None and cipher is not None]
         vectors = await vectors_for(stores, readable)
         upserts = [
@@ -125,6 +127,6 @@ async def _repair_copies(
     from_index = await index.get_vectors(missing) if missing else {}
     async with stores.metadata.transaction() as tx:
         await vector_copies.remove(tx, orphans)
-        found = await tx.get_memories(user_id, list(from_index))
+        found = await tx.memories.get_many(user_id, list(from_index))
         records = [vector_record(m, from_index[m.memory_id]) for m in found.values()]
         await vector_copies.put(tx, records)

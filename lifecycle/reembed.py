@@ -19,8 +19,6 @@ from dataclasses import dataclass, field, fields
 from typing import Self
 
 import numpy as np
-from sqlalchemy import and_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engram.lifecycle.archive import ArchivedItem
 from engram.lifecycle.context import LifecycleStores
@@ -28,13 +26,10 @@ from engram.lifecycle.sweeps import Submit, each_user
 from engram.models.domain import Memory
 from engram.models.enums import Status
 from engram.storage.embedders import EmbeddingError
-from engram.storage.schema import memories
+from engram.storage.sweep_queries import WITH_VECTORS, set_embedding_model, users_to_reembed
 from engram.storage.vectors import vector_record
 
 log = logging.getLogger(__name__)
-
-WITH_VECTORS = (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)
-"""The statuses whose memories hold a vector (in the index, or in the cold archive)."""
 
 
 @dataclass
@@ -61,35 +56,11 @@ class ReembedCounts:
         return {f.name: int(getattr(self, f.name)) for f in fields(self) if f.name != "failures"}
 
 
-async def users_to_reembed(conn: AsyncConnection, model: str) -> list[str]:
-    """Users holding a memory with a vector on a model other than ``model``, in id order."""
-    query = (
-        select(memories.c.user_id)
-        .where(
-            and_(
-                memories.c.embedding_model != model,
-                memories.c.status.in_([s.value for s in WITH_VECTORS]),
-            )
-        )
-        .distinct()
-        .order_by(memories.c.user_id)
-    )
-    return [row[0] for row in (await conn.execute(query)).all()]
-
-
-async def memories_left(conn: AsyncConnection, model: str) -> int:
-    """How many memories with a vector are not on ``model`` yet."""
-    query = select(memories.c.memory_id).where(
-        and_(memories.c.embedding_model != model, memories.c.status.in_([s.value for s in WITH_VECTORS]))
-    )
-    return len((await conn.execute(query)).all())
-
-
 async def reembed_user(stores: LifecycleStores, user_id: str) -> ReembedCounts:
     """Move one user's memories to the embedder's model; run it on the user's mailbox."""
     model = stores.embedder.model_name
     async with stores.metadata.transaction(readonly=True) as tx:
-        rows = await tx.memories_with_status(user_id, WITH_VECTORS)
+        rows = await tx.memories.with_status(user_id, WITH_VECTORS)
     # Content None: sealed under a shredded key (a purge in progress); nothing to embed.
     stale = [m for m in rows if m.embedding_model != model and m.content is not None]
     counts = ReembedCounts(users=1)
@@ -103,7 +74,7 @@ async def reembed_user(stores: LifecycleStores, user_id: str) -> ReembedCounts:
         await stores.vectors.upsert([vector_record(m, v) for m, v in indexed])
     if archived:
         async with stores.metadata.transaction(readonly=True) as tx:
-            cipher = await tx.cipher(user_id)
+            cipher = await tx.keys.cipher(user_id)
         for memory, vector in archived:
             await stores.archive.put(
                 cipher, user_id, ArchivedItem(memory.memory_id, memory.content or "", vector)
@@ -111,12 +82,8 @@ async def reembed_user(stores: LifecycleStores, user_id: str) -> ReembedCounts:
     moved = [m.memory_id for m, _ in embedded]
     if moved:
         async with stores.metadata.transaction() as tx:
-            await tx.conn.execute(
-                update(memories)
-                .where(and_(memories.c.user_id == user_id, memories.c.memory_id.in_(moved)))
-                .values(embedding_model=model)
-            )
-            await tx.bump_version(user_id)
+            await set_embedding_model(tx, user_id, moved, model)
+            await tx.versions.bump(user_id)
     counts.reembedded = len(moved)
     counts.archived = len(archived)
     return counts
@@ -150,8 +117,8 @@ async def reembed_all(
 ) -> ReembedCounts:
     """Move every user still on another model, a batch of users at a time; resumable (a rerun
     finds only the users left)."""
-    async with stores.metadata.transaction(readonly=True) as tx:
-        user_ids = await users_to_reembed(tx.conn, stores.embedder.model_name)
+    async with stores.metadata.engine.connect() as conn:
+        user_ids = await users_to_reembed(conn, stores.embedder.model_name)
     total = ReembedCounts()
     for start in range(0, len(user_ids), batch_users):
         batch = user_ids[start : start + batch_users]

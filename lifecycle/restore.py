@@ -31,10 +31,10 @@ async def restore_memory(
 ) -> Memory:
     """Bring one ARCHIVED memory back to ACTIVE; 40401 when the user has no such archived memory."""
     async with stores.metadata.transaction() as tx:
-        memory = await tx.get_memory(user_id, memory_id)
+        memory = await tx.memories.get(user_id, memory_id)
         if memory is None or memory.status is not Status.ARCHIVED or memory.content is None:
             raise not_found(NO_ARCHIVED_MEMORY, memory_id)
-        cipher = await tx.cipher(user_id)
+        cipher = await tx.keys.cipher(user_id)
         memory.status = Status.ACTIVE
         memory.archived_at = None
         # A compressed original (L5) leaves its summary's ``compressed_from``; the summary stays.
@@ -49,12 +49,12 @@ async def restore_memory(
         memory.weight_at = now
         memory.updated_at = now
         evicted = await make_room(tx, stores.settings, memory, now)
-        await tx.save_memory(memory)
-        await tx.add_change(
+        await tx.memories.save(memory)
+        await tx.changes.add(
             memory, OpType.RESTORE, op_source, "restore from archive", now, content_after=memory.content
         )
-        await tx.add_to_counters(user_id, counter_deltas([memory], +1))
-        await tx.bump_version(user_id)
+        await tx.counters.add(user_id, counter_deltas([memory], +1))
+        await tx.versions.bump(user_id)
     item = await stores.archive.get(cipher, user_id, memory_id)
     if item is not None and not other_model and np.shape(item.vector) == (stores.embedder.dim,):
         vector = item.vector

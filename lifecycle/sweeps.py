@@ -22,14 +22,6 @@ from engram.lifecycle.archive import ArchivedItem
 from engram.lifecycle.compression import Compressor
 from engram.lifecycle.context import LifecycleStores, vectors_for
 from engram.lifecycle.plan import Action, SweepCounts, Verdict, count, decide
-from engram.lifecycle.queries import (
-    add_purge_entries,
-    archive_active,
-    delete_rows,
-    sanitize_changes,
-    store_weights,
-    sweep_rows,
-)
 from engram.lifecycle.reconcile import reconcile_user
 from engram.models.domain import Memory
 from engram.models.enums import OpSource, OpType, Status
@@ -39,6 +31,14 @@ from engram.storage.database import checkpoint_wal
 from engram.storage.export_files import EXPORT_KIND, export_root, remove_exports
 from engram.storage.metadata import MetadataTx
 from engram.storage.privacy_queries import expire_tasks
+from engram.storage.sweep_queries import (
+    add_purge_entries,
+    archive_active,
+    delete_rows,
+    sanitize_changes,
+    store_weights,
+    sweep_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class Sweeper:
         stores = self.stores
         async with stores.metadata.transaction(readonly=True) as tx:
             # Never a new key: a purged user's rows wait here for deletion with theirs shredded.
-            rows = await sweep_rows(tx.conn, user_id, await tx.existing_cipher(user_id))
+            rows = await sweep_rows(tx, user_id, await tx.keys.existing(user_id))
         verdicts = {r.memory_id: decide(r, now, stores.settings) for r in rows}
         counts = SweepCounts(users=1)
         for verdict in verdicts.values():
@@ -127,7 +127,7 @@ class Sweeper:
         purged: dict[Action, list[str]] = {Action.PURGE_ARCHIVED: [], Action.PURGE_DELETED: []}
         async with stores.metadata.transaction() as tx:
             await store_weights(
-                tx.conn,
+                tx,
                 user_id,
                 {
                     mid: v.weight
@@ -151,10 +151,10 @@ class Sweeper:
                     now,
                 )
             sanitized = await sanitize_changes(
-                tx.conn, user_id, purged[Action.PURGE_ARCHIVED] + purged[Action.PURGE_DELETED]
+                tx, user_id, purged[Action.PURGE_ARCHIVED] + purged[Action.PURGE_DELETED]
             )
             if archive_ids or any(purged.values()):
-                await tx.bump_version(user_id)
+                await tx.versions.bump(user_id)
         gone = archive_ids + purged[Action.PURGE_ARCHIVED] + purged[Action.PURGE_DELETED]
         if gone:
             await stores.vectors.delete(gone)
@@ -164,9 +164,9 @@ class Sweeper:
     async def _store_in_archive(self, user_id: str, memory_ids: list[str]) -> None:
         async with self.stores.metadata.transaction(readonly=True) as tx:
             memories = [
-                m for m in (await tx.get_memories(user_id, memory_ids)).values() if m.content is not None
+                m for m in (await tx.memories.get_many(user_id, memory_ids)).values() if m.content is not None
             ]
-            cipher = await tx.cipher(user_id)
+            cipher = await tx.keys.cipher(user_id)
         vectors = await vectors_for(self.stores, memories)
         for memory in memories:
             item = ArchivedItem(memory.memory_id, memory.content or "", vectors[memory.memory_id])
@@ -175,15 +175,15 @@ class Sweeper:
     async def _archive(
         self, tx: MetadataTx, user_id: str, verdicts: dict[str, Verdict], now: datetime
     ) -> None:
-        found = await tx.get_memories(user_id, list(verdicts))
+        found = await tx.memories.get_many(user_id, list(verdicts))
         moved: list[Memory] = []
         for memory_id, verdict in verdicts.items():
             memory = found.get(memory_id)
-            if memory is None or not await archive_active(tx.conn, user_id, memory_id, verdict.weight, now):
+            if memory is None or not await archive_active(tx, user_id, memory_id, verdict.weight, now):
                 continue
-            await tx.add_change(memory, OpType.ARCHIVE, OpSource.SYSTEM, _REASONS[verdict.action], now)
+            await tx.changes.add(memory, OpType.ARCHIVE, OpSource.SYSTEM, _REASONS[verdict.action], now)
             moved.append(memory)
-        await tx.add_to_counters(user_id, counter_deltas(moved, -1))
+        await tx.counters.add(user_id, counter_deltas(moved, -1))
 
     async def _purge(
         self,
@@ -196,13 +196,13 @@ class Sweeper:
     ) -> list[str]:
         if not memory_ids:
             return []
-        found = await tx.get_memories(user_id, memory_ids)
+        found = await tx.memories.get_many(user_id, memory_ids)
         doomed = [m for m in found.values() if m.status is status]
         if not doomed:
             return []
-        await delete_rows(tx.conn, user_id, [m.memory_id for m in doomed], status)
+        await delete_rows(tx, user_id, [m.memory_id for m in doomed], status)
         apps = [(m.memory_id, m.app_id) for m in doomed]
-        await add_purge_entries(tx.conn, user_id, apps, OpSource.SYSTEM, _REASONS[action], now)
+        await add_purge_entries(tx, user_id, apps, OpSource.SYSTEM, _REASONS[action], now)
         return [m.memory_id for m in doomed]
 
 

@@ -51,7 +51,7 @@ async def seed(
         for u in range(users):
             user_id = f"bench-user-{u:05d}"
             async with stores.metadata.transaction() as tx:
-                cipher = await tx.cipher(user_id)
+                cipher = await tx.keys.cipher(user_id)
                 active: list[Memory] = []
                 for i in range(per_user):
                     born = now - timedelta(days=rng.uniform(0, 120))
@@ -75,15 +75,15 @@ async def seed(
                     elif roll < 0.10:
                         memory.status = Status.DELETED
                         memory.deleted_at = now - timedelta(days=40)
-                    await tx.insert_memory(memory)
-                    await tx.add_change(
+                    await tx.memories.insert(memory)
+                    await tx.changes.add(
                         memory, OpType.ADD, OpSource.USER, "benchmark", born, content_after=content
                     )
                     if memory.status is Status.ACTIVE:
                         active.append(memory)
                         pending.append(vector_record(memory, vectors.standard_normal(dim).astype(np.float32)))
                     kinds[memory.status.value] += 1
-                await tx.add_to_counters(user_id, counter_deltas(active, +1))
+                await tx.counters.add(user_id, counter_deltas(active, +1))
             while len(pending) >= _VECTOR_BATCH:
                 await stores.vectors.upsert(pending[:_VECTOR_BATCH])
                 pending = pending[_VECTOR_BATCH:]

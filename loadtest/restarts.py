@@ -82,7 +82,7 @@ async def seed_pending_tasks(settings: Settings, user_ids: Sequence[str], per_us
                         created_at=now,
                         updated_at=now,
                     )
-                    await tx.insert_task(task)
+                    await tx.tasks.insert(task)
                     task_ids.append(task.task_id)
     finally:
         await metadata.close()

@@ -72,7 +72,7 @@ async def seed(settings: Settings, users: int, memories: int, *, progress: bool 
             vectors = await stores.embedder.embed(texts)
             now = utcnow()
             async with stores.metadata.transaction() as tx:
-                key = (await tx.cipher(user_id)).hash_key
+                key = (await tx.keys.cipher(user_id)).hash_key
                 rows = [
                     new_memory(
                         settings.weights,
@@ -91,13 +91,13 @@ async def seed(settings: Settings, users: int, memories: int, *, progress: bool 
                 ]
                 deltas: Counter[str] = Counter()
                 for row in rows:
-                    await tx.insert_memory(row)
-                    await tx.add_change(
+                    await tx.memories.insert(row)
+                    await tx.changes.add(
                         row, OpType.ADD, OpSource.SYSTEM, "load-test seed", now, content_after=row.content
                     )
                 deltas.update(counter_deltas(rows, +1))
-                await tx.add_to_counters(user_id, deltas)
-                await tx.bump_version(user_id)
+                await tx.counters.add(user_id, deltas)
+                await tx.versions.bump(user_id)
             await stores.vectors.upsert([vector_record(r, vectors[i]) for i, r in enumerate(rows)])
             written += len(rows)
             if progress and (u + 1) % 50 == 0:

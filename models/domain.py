@@ -91,3 +91,19 @@ class WriteTask:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRow:
+    """What the sweep reads of a memory (no content)."""
+
+    memory_id: str
+    app_id: str
+    status: Status
+    weight: float
+    weight_at: datetime
+    is_important: bool
+    custom_tags: list[str]
+    expire_at: datetime | None
+    archived_at: datetime | None
+    deleted_at: datetime | None

@@ -39,7 +39,7 @@ from engram.models.settings import Settings, load_settings
 from engram.serve.auth import Authenticator, startup_notice
 from engram.serve.backend import EngramBackend
 from engram.serve.extraction import ExtractionDeployment, extraction_options
-from engram.serve.gate import GatedBackend, SwitchReader
+from engram.serve.gate import GatedBackend
 from engram.serve.handle_lookup import LazyDeploymentHandle
 from engram.serve.heap import freeze_long_lived
 from engram.serve.http_app import RECALL_PATH, build_http_app
@@ -58,6 +58,7 @@ from engram.storage.database import create_engine
 from engram.storage.embedders import build_embedder
 from engram.storage.keyring import keyring_for, master_key_check
 from engram.storage.metadata import MetadataStore
+from engram.storage.switch_reader import SwitchReader
 
 log = logging.getLogger(__name__)
 

@@ -12,20 +12,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar, cast
 
 from pydantic import BaseModel
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engram.actors.switches import check_store, gate_profile, gate_recall, is_on
 from engram.models.api import ProfileRequest, RecallRequest
 from engram.models.errors import EngramError, ErrorCode
-from engram.models.settings import StorageSettings
 from engram.serve.backend import BackendWrapper, EngramBackend
 from engram.serve.operations import Gate, Operation
-from engram.storage.database import READONLY_OPTION, create_engine
-from engram.storage.privacy_queries import read_switches
-from engram.storage.quick_reads import open_quick_reader
 
 SwitchSource = Callable[[str], Awaitable[Mapping[str, bool]]]
-"""Reads a user's switch map ("" = the global switch)."""
+"""Reads a user's switch map ("" = the global switch); ``storage.switch_reader.SwitchReader`` is one."""
 
 Req = TypeVar("Req", bound=BaseModel)
 Res = TypeVar("Res")
@@ -76,32 +71,3 @@ class GatedBackend(BackendWrapper):
 def _require_on(switches: Mapping[str, bool]) -> None:
     if not is_on(switches):
         raise EngramError(ErrorCode.MEMORY_SWITCHED_OFF, "memory is switched off for this user")
-
-
-class SwitchReader:
-    """Reads switches straight from the metadata store: one indexed read, no hop to a shard."""
-
-    def __init__(self, storage: StorageSettings) -> None:
-        self._storage = storage
-        self._engine: AsyncEngine | None = None
-        # On SQLite a synchronous point read: ~2 ms of CPU less per gated call (docs/benchmarks.md).
-        self._quick = open_quick_reader(storage.resolved_database_url())
-
-    async def __call__(self, user_id: str) -> Mapping[str, bool]:
-        if self._quick is not None:
-            return self._quick.switches(user_id)
-        # Created on first use, on the event loop of the replica that uses it (DESIGN, Ray facts).
-        if self._engine is None:
-            self._engine = create_engine(
-                self._storage.resolved_database_url(), busy_timeout_ms=self._storage.sqlite_busy_timeout_ms
-            )
-        reader = self._engine.execution_options(**{READONLY_OPTION: True})
-        async with reader.begin() as conn:
-            return await read_switches(conn, user_id)
-
-    async def close(self) -> None:
-        """Release the connection pool."""
-        if self._quick is not None:
-            self._quick.close()
-        if self._engine is not None:
-            await self._engine.dispose()

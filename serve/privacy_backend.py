@@ -59,7 +59,7 @@ class LocalPrivacyHelpers:
 
     async def task_owner(self, task_id: str) -> TaskOwner | None:
         async with self.privacy.service.metadata.transaction(readonly=True) as tx:
-            return await tx.task_owner(task_id)
+            return await tx.tasks.owner(task_id)
 
 
 class RayPrivacyHelpers:

@@ -11,21 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
-
-from sqlalchemy.ext.asyncio import AsyncConnection
+from collections.abc import Callable
+from typing import Any
 
 from engram.lifecycle.archive import build_archive
 from engram.lifecycle.context import LifecycleStores
-from engram.lifecycle.reembed import ReembedCounts, memories_left, reembed_all, users_to_reembed
+from engram.lifecycle.reembed import ReembedCounts, reembed_all
 from engram.lifecycle.sweeps import run_inline
 from engram.models.rules.sharding import shard_name, shard_of
 from engram.models.settings import Settings
-from engram.storage.database import create_engine
 from engram.storage.stores import open_stores
-
-T = TypeVar("T")
+from engram.storage.sweep_queries import memories_left, read_once, users_to_reembed
 
 
 def print_progress(done: int, total: int, counts: ReembedCounts) -> None:
@@ -76,19 +72,8 @@ def left(settings: Settings) -> int:
 
 
 async def _users(settings: Settings) -> list[str]:
-    return await _read(settings, lambda conn: users_to_reembed(conn, settings.embedder.model))
+    return await read_once(settings.storage, lambda conn: users_to_reembed(conn, settings.embedder.model))
 
 
 async def _left(settings: Settings) -> int:
-    return await _read(settings, lambda conn: memories_left(conn, settings.embedder.model))
-
-
-async def _read(settings: Settings, query: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-    """One query on the metadata database alone (the vector store belongs to whoever serves)."""
-    storage = settings.storage
-    engine = create_engine(storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms)
-    try:
-        async with engine.connect() as conn:
-            return await query(conn)
-    finally:
-        await engine.dispose()
+    return await read_once(settings.storage, lambda conn: memories_left(conn, settings.embedder.model))

@@ -18,13 +18,14 @@ from engram.models.rules import capacity
 from engram.models.rules.capacity import counter_deltas
 from engram.models.rules.decay import weight_now
 from engram.models.settings import Settings
-from engram.storage.metadata import EvictionRow, MetadataTx
+from engram.storage.metadata import MetadataTx
+from engram.storage.repositories.memories import EvictionRow
 
 
 async def check_important_mark(tx: MetadataTx, settings: Settings, memory: Memory) -> None:
     """42902 when one more important mark would pass 20% of the memory's dimension (W8)."""
     own = capacity.dimension_for(memory.app_id)
-    counts = await tx.counters(memory.user_id)
+    counts = await tx.counters.read(memory.user_id)
     if not capacity.important_allowed(
         counts.get(capacity.important_dimension(own), 0) + 1, own, settings.capacity
     ):
@@ -44,7 +45,7 @@ async def make_room(tx: MetadataTx, settings: Settings, memory: Memory, now: dat
     """
     if memory.is_important:
         await check_important_mark(tx, settings, memory)
-    counts = await tx.counters(memory.user_id)
+    counts = await tx.counters.read(memory.user_id)
     own, total = capacity.dimensions_for(memory.app_id)
     evicted: list[str] = []
     for dimension, app_filter in ((own, memory.app_id), (total, None)):
@@ -52,7 +53,11 @@ async def make_room(tx: MetadataTx, settings: Settings, memory: Memory, now: dat
         count = counts.get(dimension, 0) - (len(evicted) if dimension == total else 0)
         if count < limit:
             continue
-        rows = [r for r in await tx.eviction_rows(memory.user_id, app_filter) if r.memory_id not in evicted]
+        rows = [
+            r
+            for r in await tx.memories.eviction_rows(memory.user_id, app_filter)
+            if r.memory_id not in evicted
+        ]
         plan = capacity.select_victims(
             [_candidate(settings, r, now) for r in rows], count, limit, settings.capacity
         )
@@ -78,14 +83,14 @@ async def _evict(tx: MetadataTx, rows: Sequence[EvictionRow], status: Status, no
     if not rows:
         return
     user_id = rows[0].user_id
-    await tx.mark_status(user_id, [r.memory_id for r in rows], status, now)
+    await tx.memories.mark_status(user_id, [r.memory_id for r in rows], status, now)
     op = OpType.ARCHIVE if status is Status.ARCHIVED else OpType.DELETE
     deltas: Counter[str] = Counter()
     for row in rows:
-        await tx.add_change(row, op, OpSource.SYSTEM, "capacity eviction", now)
+        await tx.changes.add(row, op, OpSource.SYSTEM, "capacity eviction", now)
         for dimension in capacity.dimensions_for(row.app_id):
             deltas[dimension] -= 1
-    await tx.add_to_counters(user_id, deltas)
+    await tx.counters.add(user_id, deltas)
     action = "archived" if status is Status.ARCHIVED else "deleted"
     METRICS.capacity_evictions.inc(len(rows), {"action": action})
 
@@ -95,9 +100,9 @@ async def admit(
 ) -> list[str]:
     """Insert a new active memory with its ADD entry and counters, making room first; returns evictions."""
     evicted = await make_room(tx, settings, memory, now)
-    await tx.insert_memory(memory)
-    await tx.add_change(memory, OpType.ADD, op_source, reason, now, content_after=memory.content)
-    await tx.add_to_counters(memory.user_id, counter_deltas([memory], +1))
+    await tx.memories.insert(memory)
+    await tx.changes.add(memory, OpType.ADD, op_source, reason, now, content_after=memory.content)
+    await tx.counters.add(memory.user_id, counter_deltas([memory], +1))
     return evicted
 
 
@@ -131,15 +136,15 @@ async def admit_many(
     if not new:
         return []
     user_id = new[0].user_id
-    counts: Counter[str] = Counter(await tx.counters(user_id))
+    counts: Counter[str] = Counter(await tx.counters.read(user_id))
     outcomes: list[list[str] | EngramError] = []
     waiting: list[Memory] = []
 
     async def flush() -> None:
         if waiting:
-            await tx.insert_memories(waiting)
-            await tx.add_new_memory_changes(waiting, op_source, reason, now)
-            await tx.add_to_counters(user_id, counter_deltas(waiting, +1))
+            await tx.memories.insert_many(waiting)
+            await tx.changes.add_new_memories(waiting, op_source, reason, now)
+            await tx.counters.add(user_id, counter_deltas(waiting, +1))
             waiting.clear()
 
     for memory in new:
@@ -154,6 +159,6 @@ async def admit_many(
                 outcomes.append(await admit(tx, settings, memory, op_source, reason, now))
         except EngramError as exc:
             outcomes.append(exc)
-        counts = Counter(await tx.counters(user_id))
+        counts = Counter(await tx.counters.read(user_id))
     await flush()
     return outcomes

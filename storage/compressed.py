@@ -10,20 +10,20 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import and_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engram.models.enums import Status
+from engram.storage.metadata import MetadataTx
 from engram.storage.schema import memories
 
 
 async def archive_into(
-    conn: AsyncConnection, user_id: str, memory_ids: Sequence[str], summary_id: str, at: datetime
+    tx: MetadataTx, user_id: str, memory_ids: Sequence[str], summary_id: str, at: datetime
 ) -> int:
     """Archive the user's ACTIVE memories among ``memory_ids`` as compressed into ``summary_id``;
     returns how many were still active (the caller undoes the transaction unless all were)."""
     if not memory_ids:
         return 0
-    result = await conn.execute(
+    result = await tx.conn.execute(
         update(memories)
         .where(
             and_(
@@ -37,7 +37,7 @@ async def archive_into(
     return int(result.rowcount or 0)
 
 
-async def compressed_from(conn: AsyncConnection, user_id: str, summary_id: str) -> list[str]:
+async def compressed_from(tx: MetadataTx, user_id: str, summary_id: str) -> list[str]:
     """Ids of the user's memories compressed into ``summary_id`` (archived, not yet purged), in order."""
     query = (
         select(memories.c.memory_id)
@@ -50,4 +50,4 @@ async def compressed_from(conn: AsyncConnection, user_id: str, summary_id: str) 
         )
         .order_by(memories.c.valid_at, memories.c.memory_id)
     )
-    return [str(mid) for mid in (await conn.execute(query)).scalars()]
+    return [str(mid) for mid in (await tx.conn.execute(query)).scalars()]

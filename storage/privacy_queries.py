@@ -19,7 +19,8 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from engram.models.domain import ChangeLogEntry, Memory
 from engram.models.enums import Level, MemType, OpSource, OpType, Status, TaskStatus
-from engram.storage.metadata import MetadataTx, keyset_after, seal_reason
+from engram.storage.metadata import MetadataTx
+from engram.storage.repositories.rows import keyset_after, seal_reason
 from engram.storage.schema import capacity_counters, change_log, memories, switches, write_tasks
 
 _FINISHED = (TaskStatus.DONE.value, TaskStatus.FAILED.value)
@@ -104,7 +105,7 @@ async def memory_page(
         .order_by(memories.c.created_at, memories.c.memory_id)
         .limit(limit)
     )
-    return await tx.load_memories(flt.user_id, query)
+    return await tx.memories.load(flt.user_id, query)
 
 
 async def changes_of(tx: MetadataTx, user_id: str, memory_ids: Sequence[str]) -> list[ChangeLogEntry]:
@@ -116,7 +117,7 @@ async def changes_of(tx: MetadataTx, user_id: str, memory_ids: Sequence[str]) ->
         .where(and_(change_log.c.user_id == user_id, change_log.c.memory_id.in_(list(memory_ids))))
         .order_by(change_log.c.change_id)
     )
-    return await tx.load_changes(user_id, query)
+    return await tx.changes.load(user_id, query)
 
 
 async def owners_of(tx: MetadataTx, memory_ids: Sequence[str]) -> dict[str, str]:
@@ -147,7 +148,7 @@ async def task_ids(tx: MetadataTx, user_id: str, kind: str) -> list[str]:
 
 async def insert_change(tx: MetadataTx, entry: ChangeLogEntry) -> None:
     """Append an existing change-log entry as it was (import); a fresh change_id is assigned."""
-    cipher = await tx.cipher(entry.user_id)
+    cipher = await tx.keys.cipher(entry.user_id)
     await tx.conn.execute(
         change_log.insert().values(
             memory_id=entry.memory_id,
@@ -302,7 +303,7 @@ async def scrub_tasks(
     memory (and of every memory-less decision, a skipped fact, whose scope is no longer known).
     An unfinished write into the purged dimension fails, its request dropped. Returns the tasks changed.
     """
-    cipher = await tx.existing_cipher(user_id)
+    cipher = await tx.keys.existing(user_id)
     if cipher is None:
         return 0
     rows = (

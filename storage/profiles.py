@@ -17,7 +17,8 @@ from engram.models.domain import Memory
 from engram.models.enums import Level, Ownership, Status
 from engram.models.profile import UserProfile
 from engram.storage.crypto import ContentCipher
-from engram.storage.metadata import MetadataTx, _upsert
+from engram.storage.metadata import MetadataTx
+from engram.storage.repositories.rows import upsert
 from engram.storage.schema import memories, user_profiles
 
 
@@ -65,7 +66,7 @@ async def read_profile(tx: MetadataTx, user_id: str, app_id: str) -> StoredProfi
     )
     if row is None:
         return None
-    cipher = await tx.existing_cipher(user_id)
+    cipher = await tx.keys.existing(user_id)
     if cipher is None:
         return None
     profile = open_profile(cipher, user_id, app_id, bytes(row["content"]))
@@ -91,7 +92,7 @@ async def write_profile(
         "source_version": source_version,
         "refreshed_at": profile.refreshed_at,
     }
-    statement = _upsert(tx.conn, user_profiles, values)
+    statement = upsert(tx.conn, user_profiles, values)
     await tx.conn.execute(
         statement.on_conflict_do_update(
             index_elements=["user_id", "app_id"],
@@ -119,4 +120,4 @@ async def profile_memories(tx: MetadataTx, user_id: str) -> list[Memory]:
             memories.c.level.in_([Level.GLOBAL.value, Level.APP.value]),
         )
     )
-    return await tx.load_memories(user_id, query)
+    return await tx.memories.load(user_id, query)

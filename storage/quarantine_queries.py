@@ -14,7 +14,8 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from engram.models.domain import Memory
 from engram.models.enums import Level, Ownership, Status
-from engram.storage.metadata import MetadataTx, keyset_after
+from engram.storage.metadata import MetadataTx
+from engram.storage.repositories.rows import keyset_after
 from engram.storage.schema import memories
 
 HeldScope = tuple[str, str, Level, str | None, Ownership]
@@ -62,13 +63,13 @@ async def held_page(
     loaded: dict[str, Memory] = {}
     for owner, ids in by_user.items():
         rows = select(memories).where(and_(memories.c.user_id == owner, memories.c.memory_id.in_(ids)))
-        loaded.update({m.memory_id: m for m in await tx.load_memories(owner, rows)})
+        loaded.update({m.memory_id: m for m in await tx.memories.load(owner, rows)})
     return [loaded[memory_id] for memory_id, _ in page if memory_id in loaded]
 
 
 async def held_among(tx: MetadataTx, user_id: str, memory_ids: Sequence[str]) -> list[Memory]:
     """The user's memories among ``memory_ids`` that are held for review, in the order given."""
-    found = await tx.get_memories(user_id, list(dict.fromkeys(memory_ids)))
+    found = await tx.memories.get_many(user_id, list(dict.fromkeys(memory_ids)))
     return [
         found[i] for i in dict.fromkeys(memory_ids) if i in found and found[i].status is Status.QUARANTINED
     ]

@@ -13,19 +13,38 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from sqlalchemy import and_, bindparam, select
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.sql import Select
 
 from engram.models.enums import Status
-from engram.storage.metadata import RecallBookkeeping
+from engram.storage.repositories.memories import RecallBookkeeping
+from engram.storage.schema import memories, switches, user_versions
 
-# Plain SQL over the tables of storage/schema.py (tests/integration/test_quick_reads.py keeps them
-# in step): the point of this module is to skip SQLAlchemy's per-statement work.
-VERSION_SQL = "SELECT version FROM user_versions WHERE user_id = ?"
-SWITCHES_SQL = "SELECT app_id, enabled FROM switches WHERE user_id = ?"
-BOOKKEEPING_SQL = (
-    "SELECT memory_id, weight, weight_at, recall_count, last_recalled_at"
-    " FROM memories WHERE user_id = ? AND status = ?"
+
+def _sqlite_text(statement: Select[Any]) -> str:
+    """The statement as SQLite text with ``?`` placeholders, compiled once at import: the point of
+    this module is to skip SQLAlchemy's per-statement work, not its table definitions."""
+    return str(statement.compile(dialect=sqlite.dialect(paramstyle="qmark")))
+
+
+VERSION_SQL = _sqlite_text(
+    select(user_versions.c.version).where(user_versions.c.user_id == bindparam("user_id"))
+)
+SWITCHES_SQL = _sqlite_text(
+    select(switches.c.app_id, switches.c.enabled).where(switches.c.user_id == bindparam("user_id"))
+)
+BOOKKEEPING_SQL = _sqlite_text(
+    select(
+        memories.c.memory_id,
+        memories.c.weight,
+        memories.c.weight_at,
+        memories.c.recall_count,
+        memories.c.last_recalled_at,
+    ).where(and_(memories.c.user_id == bindparam("user_id"), memories.c.status == bindparam("status")))
 )
 
 
@@ -55,7 +74,7 @@ class QuickReader:
         return {str(app_id): bool(enabled) for app_id, enabled in rows}
 
     def recall_bookkeeping(self, user_id: str) -> dict[str, RecallBookkeeping]:
-        """Weight and hit columns of the user's ACTIVE memories, as ``MetadataTx.recall_bookkeeping``."""
+        """Weight and hit columns of the user's ACTIVE memories, as ``tx.memories.recall_bookkeeping``."""
         rows = self._connection().execute(BOOKKEEPING_SQL, (user_id, Status.ACTIVE.value)).fetchall()
         return {
             str(memory_id): RecallBookkeeping(

@@ -13,7 +13,8 @@ import logging
 from sqlalchemy import and_, select, update
 
 from engram.models.enums import OpType
-from engram.storage.metadata import MetadataStore, seal_labels, seal_reason
+from engram.storage.metadata import MetadataStore
+from engram.storage.repositories.rows import seal_labels, seal_reason
 from engram.storage.schema import change_log, memories
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ async def reseal_plaintext(metadata: MetadataStore, batch: int = 500) -> int:
                 )
             ).all()
             for memory_id, user_id, tags, entities in rows:
-                cipher = await tx.existing_cipher(user_id)
+                cipher = await tx.keys.existing(user_id)
                 labels = b"" if cipher is None else seal_labels(cipher, memory_id, tags, entities)
                 await tx.conn.execute(
                     update(memories)
@@ -69,7 +70,7 @@ async def reseal_plaintext(metadata: MetadataStore, batch: int = 500) -> int:
                 )
             ).all()
             for change_id, memory_id, user_id, reason in entries:
-                cipher = await tx.existing_cipher(user_id)
+                cipher = await tx.keys.existing(user_id)
                 sealed = None if cipher is None else seal_reason(cipher, memory_id, reason)
                 await tx.conn.execute(
                     update(change_log)

@@ -31,7 +31,7 @@ async def backfill_task_reach(metadata: MetadataStore, batch: int = 500) -> int:
             )
             rows = (await tx.conn.execute(query)).all()
             for task_id, user_id, kind, payload in rows:
-                cipher = await tx.existing_cipher(user_id)
+                cipher = await tx.keys.existing(user_id)
                 plain = cipher.decrypt(bytes(payload)) if cipher is not None and payload else None
                 app_id, reach = task_reach(kind, _mapping(plain))
                 await tx.conn.execute(

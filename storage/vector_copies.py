@@ -44,7 +44,7 @@ async def put(tx: MetadataTx, records: Sequence[VectorRecord]) -> None:
     await remove(tx, list(latest))
     rows = []
     for record in latest.values():
-        cipher = await tx.cipher(record.user_id)
+        cipher = await tx.keys.cipher(record.user_id)
         sealed = cipher.seal_bytes(_encode(record.vector), record.memory_id)
         rows.append({"memory_id": record.memory_id, "user_id": record.user_id, "vector": sealed})
     await tx.conn.execute(insert(memory_vectors), rows)
@@ -57,7 +57,7 @@ async def for_user(tx: MetadataTx, user_id: str) -> dict[str, np.ndarray]:
     )
     rows = (await tx.conn.execute(query)).all()
     # A read never makes a key: copies sealed under a shredded one are unreadable anyway (P8).
-    cipher = await tx.existing_cipher(user_id) if rows else None
+    cipher = await tx.keys.existing(user_id) if rows else None
     if cipher is None:
         return {}
     found: dict[str, np.ndarray] = {}
@@ -80,7 +80,7 @@ async def by_ids(tx: MetadataTx, memory_ids: Sequence[str]) -> dict[str, np.ndar
     for chunk in _chunks(memory_ids):
         query = select(memory_vectors).where(memory_vectors.c.memory_id.in_(chunk))
         for row in (await tx.conn.execute(query)).mappings().all():
-            cipher = await tx.existing_cipher(row["user_id"])
+            cipher = await tx.keys.existing(row["user_id"])
             data = None if cipher is None else cipher.open_bytes(bytes(row["vector"]), row["memory_id"])
             if data is not None:
                 found[row["memory_id"]] = _decode(data)

@@ -125,7 +125,7 @@ def test_a_shard_stops_cleanly_while_its_tasks_still_wait_for_extraction(
         metadata = MetadataStore(create_engine(storage.resolved_database_url()), keyring_for(storage))
         try:
             async with metadata.transaction(readonly=True) as tx:
-                return {t.task_id for t in await tx.unfinished_tasks()}
+                return {t.task_id for t in await tx.tasks.unfinished()}
         finally:
             await metadata.close()
 

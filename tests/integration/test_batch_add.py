@@ -81,7 +81,7 @@ async def test_items_beyond_capacity_are_refused_alone(
     # is full of memories that may not be evicted.
     assert codes == [0, 0, 0, 42902, 42901]
     async with stores.metadata.transaction(readonly=True) as tx:
-        counts = await tx.counters("b2")
+        counts = await tx.counters.read("b2")
     assert counts["app:a"] == 3  # nothing half-written by the refused items
 
 
@@ -112,8 +112,8 @@ async def test_a_task_tells_when_it_was_accepted_and_when_it_ended(
     assert pending["status"] == "PENDING" and pending["accepted_at"] and pending["finished_at"] is None
     # While pending, the payload (the whole batch) is kept to replay it; a status poll leaves it out.
     async with write_path.service.metadata.transaction(readonly=True) as tx:
-        polled = await tx.get_task(accepted["data"]["task_id"], with_payload=False)
-        full = await tx.get_task(accepted["data"]["task_id"])
+        polled = await tx.tasks.get(accepted["data"]["task_id"], with_payload=False)
+        full = await tx.tasks.get(accepted["data"]["task_id"])
     assert polled is not None and full is not None
     assert polled.payload == {} and full.payload["items"][0]["content"] == "A fact"
     gate.set()
@@ -124,8 +124,8 @@ async def test_a_task_tells_when_it_was_accepted_and_when_it_ended(
     assert datetime.fromisoformat(done["finished_at"]) >= datetime.fromisoformat(done["accepted_at"])
     # A finished task keeps its decisions and no payload (P8): the content was only kept to replay it.
     async with write_path.service.metadata.transaction(readonly=True) as tx:
-        polled = await tx.get_task(accepted["data"]["task_id"], with_payload=False)
-        full = await tx.get_task(accepted["data"]["task_id"])
+        polled = await tx.tasks.get(accepted["data"]["task_id"], with_payload=False)
+        full = await tx.tasks.get(accepted["data"]["task_id"])
     assert polled is not None and full is not None
     assert polled.payload == {} and full.payload == {}
     assert polled.decisions == full.decisions and len(full.decisions) == 1
@@ -153,7 +153,7 @@ async def test_concurrent_batches_of_one_user_never_interleave(
     answers = await asyncio.gather(*(post(http, "batch_add_structured", body) for body in bodies))
     await write_path.drain()
     async with stores.metadata.transaction(readonly=True) as tx:
-        page = await tx.change_log(user, limit=500)
+        page = await tx.changes.page(user, limit=500)
     change_of = {c.memory_id: c.change_id for c in page}
     for answer in answers:
         task = await post(http, "task", {"task_id": answer["data"]["task_id"]})

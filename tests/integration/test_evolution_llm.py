@@ -146,7 +146,7 @@ async def test_malformed_extraction_fails_with_nothing_written(
     assert calls == ["extract", "extract"]  # asked once, retried once
     assert await contents(service) == []
     async with stores.metadata.transaction() as tx:
-        assert await tx.counters("u1") == {}
+        assert await tx.counters.read("u1") == {}
 
 
 @pytest.mark.parametrize("event", ["NONE", "ADD"])

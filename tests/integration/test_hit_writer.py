@@ -47,7 +47,7 @@ async def _memories(write_path: WritePath, user_id: str, count: int) -> list[str
 
 async def _recall_counts(stores: Stores, user_id: str, ids: Sequence[str]) -> list[int]:
     async with stores.metadata.transaction(readonly=True) as tx:
-        found = await tx.get_memories(user_id, ids)
+        found = await tx.memories.get_many(user_id, ids)
     return [found[i].recall_count for i in ids]
 
 

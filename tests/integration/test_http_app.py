@@ -172,8 +172,8 @@ async def test_concurrent_writes_for_one_user_keep_exact_counters(
     )
     assert {payload["code"] for _, payload in results} == {0}
     async with service.metadata.transaction() as tx:
-        counters = await tx.counters("u1")
-        active = await tx.count_active("u1")
+        counters = await tx.counters.read("u1")
+        active = await tx.memories.count_active("u1")
     assert counters["global"] == sum(active.values()) <= 20
     assert counters["total"] == counters["global"]
 

@@ -40,7 +40,7 @@ async def test_few_shot_cases_of_the_seed(service: MemoryService, stores: Stores
     assert sorted(d.content or "" for d in decisions) == ["Is a software engineer", "Name is John"]
     assert sorted((await active(service, stores)).values()) == ["Is a software engineer", "Name is John"]
     async with stores.metadata.transaction() as tx:
-        rows = await tx.get_memories("u1", [d.memory_id or "" for d in decisions])
+        rows = await tx.memories.get_many("u1", [d.memory_id or "" for d in decisions])
     assert {m.source_msg_id for m in rows.values()} == {"m0"}
     assert {m.ownership for m in rows.values()} == {Ownership.USER}
 
@@ -68,7 +68,7 @@ async def test_assistant_statements_become_agent_memories_only(
         ("assistant", "I will remind you to avoid peanuts when you order food."),
     )
     async with stores.metadata.transaction() as tx:
-        rows = await tx.get_memories("u1", [d.memory_id or "" for d in decisions if d.op == "ADD"])
+        rows = await tx.memories.get_many("u1", [d.memory_id or "" for d in decisions if d.op == "ADD"])
     by_owner = {m.ownership: (m.content, m.source_msg_id) for m in rows.values()}
     assert set(by_owner) == {Ownership.USER, Ownership.AGENT}
     assert "peanut" in (by_owner[Ownership.USER][0] or "").lower() and by_owner[Ownership.USER][1] == "m0"
@@ -77,7 +77,7 @@ async def test_assistant_statements_become_agent_memories_only(
         conversation(("user", "I love jazz."), ("assistant", "I'll play jazz for you."), ownership="USER")
     )
     async with stores.metadata.transaction() as tx:
-        rows = await tx.get_memories("u1", [d.memory_id or "" for d in user_only])
+        rows = await tx.memories.get_many("u1", [d.memory_id or "" for d in user_only])
     assert {m.ownership for m in rows.values()} == {Ownership.USER}
 
 

@@ -73,7 +73,7 @@ async def test_name_and_job_become_two_facts(local_service: MemoryService, store
     texts = " | ".join(d.content or "" for d in added)
     assert "John" in texts and "engineer" in texts
     async with stores.metadata.transaction() as tx:
-        rows = await tx.get_memories("u1", [d.memory_id or "" for d in added])
+        rows = await tx.memories.get_many("u1", [d.memory_id or "" for d in added])
     assert {(m.ownership, m.source_msg_id) for m in rows.values()} == {(Ownership.USER, "m0")}
 
 
@@ -101,5 +101,5 @@ async def test_assistant_statements_become_agent_memories_only(
     ids = [d.memory_id or "" for d in decisions if d.op == "ADD"]
     assert ids
     async with stores.metadata.transaction() as tx:
-        rows = await tx.get_memories("u1", ids)
+        rows = await tx.memories.get_many("u1", ids)
     assert {(m.ownership, m.source_msg_id) for m in rows.values()} == {(Ownership.AGENT, "m1")}

@@ -35,11 +35,11 @@ def key_reads(stores: Stores) -> Iterator[list[str]]:
 
 async def test_one_read_checks_every_users_key(stores: Stores) -> None:
     async with stores.metadata.transaction() as tx:
-        blobs = {user: (await tx.cipher(user)).encrypt(f"{user} fact") for user in ("k1", "k2", "k3")}
+        blobs = {user: (await tx.keys.cipher(user)).encrypt(f"{user} fact") for user in ("k1", "k2", "k3")}
     async with stores.metadata.transaction() as tx:
         with key_reads(stores) as reads:
-            await tx.prefetch_ciphers(["k1", "k2", "k3", "k2"])
-            ciphers = {user: await tx.cipher(user) for user in ("k1", "k2", "k3")}
+            await tx.keys.prefetch(["k1", "k2", "k3", "k2"])
+            ciphers = {user: await tx.keys.cipher(user) for user in ("k1", "k2", "k3")}
     assert len(reads) == 1
     assert {user: c.decrypt(blobs[user]) for user, c in ciphers.items()} == {
         "k1": "k1 fact",
@@ -50,16 +50,16 @@ async def test_one_read_checks_every_users_key(stores: Stores) -> None:
 
 async def test_a_first_write_gets_a_key_and_a_shredded_key_is_not_served(stores: Stores) -> None:
     async with stores.metadata.transaction() as tx:
-        old = (await tx.cipher("k4")).encrypt("before the purge")
+        old = (await tx.keys.cipher("k4")).encrypt("before the purge")
     # Another process shreds it: this keyring still caches the old key; the grouped read must see
     # that the stored one is gone.
     engine = stores.metadata.keyring.engine or stores.metadata.engine
     async with engine.begin() as conn:
         assert (await conn.execute(delete(user_keys).where(user_keys.c.user_id == "k4"))).rowcount == 1
     async with stores.metadata.transaction() as tx:
-        await tx.prefetch_ciphers(["k4", "k5"])
-        renewed, fresh = await tx.cipher("k4"), await tx.cipher("k5")
+        await tx.keys.prefetch(["k4", "k5"])
+        renewed, fresh = await tx.keys.cipher("k4"), await tx.keys.cipher("k5")
     assert renewed.decrypt(old) is None  # a new key: the shredded content stays unreadable
     assert fresh.decrypt(fresh.encrypt("first")) == "first"
     async with stores.metadata.transaction(readonly=True) as tx:
-        assert await tx.existing_cipher("k5") is not None
+        assert await tx.keys.existing("k5") is not None

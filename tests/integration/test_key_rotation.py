@@ -85,7 +85,7 @@ async def _contents(settings: Settings, owned: dict[str, str]) -> set[str]:
         found = set()
         async with store.transaction(readonly=True) as tx:
             for memory_id, user in owned.items():
-                rows = await tx.get_memories(user, [memory_id])
+                rows = await tx.memories.get_many(user, [memory_id])
                 found.add(rows[memory_id].content or "")
         return found
     finally:

@@ -57,7 +57,7 @@ async def _read_backup(settings: Settings, backup: Path, memory_id: str, user: s
     store = MetadataStore(engine, keyring_for(restored.storage))
     try:
         async with store.transaction(readonly=True) as tx:
-            rows = await tx.get_memories(user, [memory_id])
+            rows = await tx.memories.get_many(user, [memory_id])
         return rows[memory_id].content
     finally:
         await store.close()

@@ -62,18 +62,20 @@ async def coffee_run(service: MemoryService, clock: ManualClock, days: int, **fi
 
 async def rows(stores: Stores, user_id: str = "u1") -> dict[str, Memory]:
     async with stores.metadata.transaction(readonly=True) as tx:
-        return {m.memory_id: m for m in await tx.memories_with_status(user_id, list(Status))}
+        return {m.memory_id: m for m in await tx.memories.with_status(user_id, list(Status))}
 
 
 async def counters(stores: Stores, user_id: str = "u1") -> dict[str, int]:
     async with stores.metadata.transaction(readonly=True) as tx:
-        return {k: v for k, v in (await tx.counters(user_id)).items() if v}
+        return {k: v for k, v in (await tx.counters.read(user_id)).items() if v}
 
 
 async def drift(stores: Stores, user_id: str = "u1") -> dict[str, int]:
     """Counters that disagree with the active rows (empty: the counters followed every change)."""
     async with stores.metadata.transaction(readonly=True) as tx:
-        return counter_drift(expected_counters(await tx.count_active(user_id)), await tx.counters(user_id))
+        return counter_drift(
+            expected_counters(await tx.memories.count_active(user_id)), await tx.counters.read(user_id)
+        )
 
 
 def summaries(found: dict[str, Memory]) -> list[Memory]:

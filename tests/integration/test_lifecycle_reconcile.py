@@ -27,14 +27,14 @@ async def test_reconcile_repairs_a_removed_vector_an_orphan_vector_and_a_wrong_c
     other_user = await remember(service, "Grows tomatoes", user_id="u2")
     [original] = (await stores.vectors.get_vectors([lost])).values()
     async with stores.metadata.transaction(readonly=True) as tx:
-        [memory] = (await tx.get_memories("u1", [kept])).values()
+        [memory] = (await tx.memories.get_many("u1", [kept])).values()
     # The drift: a vector removed behind the metadata's back, a vector with no memory, a bad counter.
     await stores.vectors.delete([lost])
     orphan = new_id()
     stray = np.random.default_rng(1).standard_normal(stores.embedder.dim).astype(np.float32)
     await stores.vectors.upsert([replace(vector_record(memory, stray), memory_id=orphan)])
     async with stores.metadata.transaction() as tx:
-        await tx.set_counters("u1", {"total": 7, "app:ghost": 3})
+        await tx.counters.set("u1", {"total": 7, "app:ghost": 3})
 
     report = await reconcile_user(lifecycle, "u1", dry_run=True)
     assert (report.vectors_restored, report.orphan_vectors_removed, report.counters_fixed) == (1, 1, 2)
@@ -46,7 +46,7 @@ async def test_reconcile_repairs_a_removed_vector_an_orphan_vector_and_a_wrong_c
     [restored] = (await stores.vectors.get_vectors([lost])).values()
     assert float(np.dot(restored, original) / np.linalg.norm(restored) / np.linalg.norm(original)) > 0.999
     async with stores.metadata.transaction(readonly=True) as tx:
-        assert {k: v for k, v in (await tx.counters("u1")).items() if v} == {"global": 2, "total": 2}
+        assert {k: v for k, v in (await tx.counters.read("u1")).items() if v} == {"global": 2, "total": 2}
     # Another user's vectors are never touched, and a second pass finds nothing left to fix.
     assert await stores.vectors.memory_ids("u2") == [other_user]
     assert (await reconcile_user(lifecycle, "u1")).changes() == 0
@@ -57,7 +57,7 @@ async def test_reconcile_repairs_archive_objects(
 ) -> None:
     mid = await remember(service, "Visited Iceland")
     async with stores.metadata.transaction() as tx:
-        cipher = await tx.cipher("u1")
+        cipher = await tx.keys.cipher("u1")
     stray = ArchivedItem(new_id(), "nothing", np.zeros(stores.embedder.dim, dtype=np.float32))
     await lifecycle.archive.put(cipher, "u1", stray)
     report = await reconcile_user(lifecycle, "u1")
@@ -75,7 +75,7 @@ async def test_reconcile_repairs_the_sealed_vector_copies(
     uncopied = await remember(service, "Keeps bees")
     [indexed] = (await stores.vectors.index.get_vectors([uncopied])).values()  # type: ignore[attr-defined]
     async with stores.metadata.transaction() as tx:
-        [memory] = (await tx.get_memories("u1", [kept])).values()
+        [memory] = (await tx.memories.get_many("u1", [kept])).values()
         # A crash between the index write and the copy's, and a copy left of a memory now gone.
         await vector_copies.remove(tx, [uncopied])
         orphan = replace(vector_record(memory, indexed), memory_id=new_id())

@@ -40,7 +40,7 @@ async def sweep(
 
 async def memory(stores: Stores, memory_id: str, user_id: str = "u1") -> Memory | None:
     async with stores.metadata.transaction(readonly=True) as tx:
-        return await tx.get_memory(user_id, memory_id)
+        return await tx.memories.get(user_id, memory_id)
 
 
 async def status(stores: Stores, memory_id: str, user_id: str = "u1") -> Status | None:
@@ -50,7 +50,7 @@ async def status(stores: Stores, memory_id: str, user_id: str = "u1") -> Status 
 
 async def counters(stores: Stores, user_id: str = "u1") -> dict[str, int]:
     async with stores.metadata.transaction(readonly=True) as tx:
-        return {k: v for k, v in (await tx.counters(user_id)).items() if v}
+        return {k: v for k, v in (await tx.counters.read(user_id)).items() if v}
 
 
 async def ops(service: MemoryService, user_id: str = "u1") -> list[tuple[str, OpType]]:
@@ -63,12 +63,12 @@ async def state(stores: Stores, lifecycle: LifecycleStores, users: list[str]) ->
     result: dict[str, Any] = {}
     async with stores.metadata.transaction(readonly=True) as tx:
         for user in users:
-            rows = await tx.memories_with_status(user, list(Status))
+            rows = await tx.memories.with_status(user, list(Status))
             result[f"{user}:rows"] = sorted(
                 (m.memory_id, m.status.value, round(m.weight, 12), m.weight_at, m.archived_at) for m in rows
             )
-            result[f"{user}:counters"] = await tx.counters(user)
-            result[f"{user}:changes"] = len(await tx.change_log(user, limit=10_000))
+            result[f"{user}:counters"] = await tx.counters.read(user)
+            result[f"{user}:changes"] = len(await tx.changes.page(user, limit=10_000))
     for user in users:
         result[f"{user}:vectors"] = sorted(await stores.vectors.memory_ids(user))
         result[f"{user}:archive"] = sorted(await lifecycle.archive.memory_ids(user))
@@ -97,7 +97,7 @@ async def test_untouched_memory_archives_on_the_sweep_after_day_90_and_not_befor
     # Out of the active index, into the cold archive (content and vector), counters down, logged.
     assert mid not in await stores.vectors.memory_ids("u1")
     async with stores.metadata.transaction(readonly=True) as tx:
-        cipher = await tx.cipher("u1")
+        cipher = await tx.keys.cipher("u1")
     item = await lifecycle.archive.get(cipher, "u1", mid)
     assert item is not None and item.content == "Prefers green tea over coffee"
     assert item.vector.shape == (stores.embedder.dim,)
@@ -334,7 +334,7 @@ async def test_killed_mid_run_then_restarted_finishes_with_nothing_done_twice(
 async def _ids(stores: Stores, user_id: str) -> dict[str, str]:
     """Memory ids by a keyword of their content."""
     async with stores.metadata.transaction(readonly=True) as tx:
-        rows = await tx.memories_with_status(user_id, list(Status))
+        rows = await tx.memories.with_status(user_id, list(Status))
     keywords = ("hiking", "cats", "flight", "car", "Japanese")
     return {k: m.memory_id for m in rows for k in keywords if m.content and k in m.content}
 

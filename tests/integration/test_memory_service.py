@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 async def counters(stores: Stores, user_id: str = "u1") -> dict[str, int]:
     async with stores.metadata.transaction() as tx:
-        return {k: v for k, v in (await tx.counters(user_id)).items() if v}
+        return {k: v for k, v in (await tx.counters.read(user_id)).items() if v}
 
 
 async def test_write_then_recall_finds_the_closest_english(service: MemoryService) -> None:
@@ -74,7 +74,7 @@ async def test_recall_hit_counts_and_recovers_weight(
     assert hit.weight == pytest.approx(decayed, abs=1e-4)  # R3: lazy decay at recall
     await service.drain()
     async with stores.metadata.transaction() as tx:
-        stored = await tx.get_memory("u1", memory_id)
+        stored = await tx.memories.get("u1", memory_id)
     assert stored is not None
     assert stored.recall_count == 1 and stored.last_recalled_at == clock.now
     assert stored.weight == pytest.approx(decayed + 0.05, abs=1e-4)
@@ -82,7 +82,7 @@ async def test_recall_hit_counts_and_recovers_weight(
         await service.recall(RecallRequest(user_id="u1", query="taxi"))
         await service.drain()
     async with stores.metadata.transaction() as tx:
-        stored = await tx.get_memory("u1", memory_id)
+        stored = await tx.memories.get("u1", memory_id)
     assert stored is not None and stored.weight == pytest.approx(0.8)  # capped at the type's initial
 
 
@@ -186,7 +186,7 @@ async def test_capacity_evicts_the_lowest_weight_first_one_write_at_a_time(
     # Down to 90% (9), then the new one (10): one victim, a faded one (weight <= 0.10: deleted).
     assert (await counters(stores))["app:a"] == 10
     async with stores.metadata.transaction() as tx:
-        rows = await tx.get_memories("u1", [*weak, *strong, newest])
+        rows = await tx.memories.get_many("u1", [*weak, *strong, newest])
     victims = [i for i in weak if rows[i].status is Status.DELETED]
     assert len(victims) == 1
     assert {rows[i].status for i in [*strong, newest]} == {Status.ACTIVE}
@@ -194,7 +194,7 @@ async def test_capacity_evicts_the_lowest_weight_first_one_write_at_a_time(
     assert history.changes[-1].op_type is OpType.DELETE and history.changes[-1].reason == "capacity eviction"
     await remember(service, "Plays the cello", app_id="a")
     async with stores.metadata.transaction() as tx:
-        rows = await tx.get_memories("u1", weak)
+        rows = await tx.memories.get_many("u1", weak)
     assert sum(rows[i].status is Status.DELETED for i in weak) == 2  # the next write takes the next one
 
 
@@ -206,7 +206,7 @@ async def test_capacity_archives_victims_above_threshold(
     ids = [await remember(service, f"Visited city number {i}") for i in range(5)]
     await remember(service, "Visited Lisbon")
     async with stores.metadata.transaction() as tx:
-        rows = await tx.get_memories("u1", ids)
+        rows = await tx.memories.get_many("u1", ids)
     archived = [i for i in ids if rows[i].status is Status.ARCHIVED]
     assert len(archived) == 1  # floor(0.9 * 5) = 4 kept, then the new one
     assert archived[0] not in await recall_ids(service, "visited city", min_relevance=0, top_k=50)

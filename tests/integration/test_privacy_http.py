@@ -187,7 +187,7 @@ async def test_scoped_purge_is_out_of_recall_at_once(app: PrivacyApp, stores: St
         assert history["changes"][-1]["op_type"] == "PURGE"
         assert all(c["content_before"] is None and c["content_after"] is None for c in history["changes"])
     async with stores.metadata.transaction(readonly=True) as tx:
-        counters = await tx.counters("pg1")
+        counters = await tx.counters.read("pg1")
     assert counters["app:travel"] == 0 and counters["important:app:travel"] == 0 and counters["total"] == 2
 
     # One level only: the user's global memories.
@@ -211,7 +211,7 @@ async def test_full_purge_shreds_the_key_and_the_sweep_leaves_nothing(
         stores.metadata.engine, KeyRing(LocalKeyFileProvider(settings.storage.resolved_master_key_file()))
     )
     async with other.transaction(readonly=True) as tx:
-        assert (await tx.get_memory("pg2", ids[1])) is not None
+        assert (await tx.memories.get("pg2", ids[1])) is not None
 
     result = await app.ok("user/purge", {"user_id": "pg2"})
     assert result == {"purged": 4, "shredded": True}
@@ -241,7 +241,7 @@ async def test_full_purge_shreds_the_key_and_the_sweep_leaves_nothing(
     # The user may come back: a new key, readable in the other process too (its cached key is stale).
     again = await add(app, "pg2", "A new beginning")
     async with other.transaction(readonly=True) as tx:
-        found = await tx.get_memory("pg2", again)
+        found = await tx.memories.get("pg2", again)
     assert found is not None and found.content == "A new beginning"
 
     # After the deleted-retention period the sweep removes every purged row.

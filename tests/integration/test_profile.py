@@ -99,7 +99,7 @@ async def test_the_profile_holds_the_current_facts_after_a_conversation(
         blob = (await conn.execute(select(user_profiles.c.content))).scalar_one()
     assert b"Porto" not in bytes(blob) and b"nurse" not in bytes(blob)
     async with stores.metadata.transaction(readonly=True) as tx:
-        counters = await tx.counters("p1")
+        counters = await tx.counters.read("p1")
     assert counters["total"] == 5  # the five current memories; Lisbon is history, the profile nothing
 
 

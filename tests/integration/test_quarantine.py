@@ -115,7 +115,7 @@ async def test_release_admits_the_memory_and_makes_it_recallable(app: PrivacyApp
     [memory] = await held(app, "u3")
     assert all(m["memory_id"] != memory["memory_id"] for m in await recalled(app, "u3", "payments account"))
     async with app.service.metadata.transaction(readonly=True) as tx:
-        assert (await tx.counters("u3")).get("total", 0) == 0  # held: not counted
+        assert (await tx.counters.read("u3")).get("total", 0) == 0  # held: not counted
     unknown = "0" * 32
     body = {"user_id": "u3", "memory_ids": [memory["memory_id"], unknown]}
     result = await ok(app, "quarantine/release", body)
@@ -129,7 +129,7 @@ async def test_release_admits_the_memory_and_makes_it_recallable(app: PrivacyApp
     assert await held(app, "u3") == []
     # Released memories count: the user's counters hold it now.
     async with app.service.metadata.transaction(readonly=True) as tx:
-        assert (await tx.counters("u3")).get("total") == 1
+        assert (await tx.counters.read("u3")).get("total") == 1
 
 
 async def test_delete_removes_a_held_memory(app: PrivacyApp) -> None:
@@ -158,7 +158,7 @@ async def test_export_holds_quarantined_memories_with_their_status(app: PrivacyA
     await ok(app, "user/import", {"user_id": "u6", "lines": moved})
     assert [m["content"] for m in await held(app, "u6")] == [INJECTION]
     async with app.service.metadata.transaction(readonly=True) as tx:
-        assert (await tx.counters("u6")).get("total") == 1
+        assert (await tx.counters.read("u6")).get("total") == 1
 
 
 async def test_an_imported_active_line_that_instructs_the_agent_is_held(app: PrivacyApp) -> None:
@@ -170,7 +170,7 @@ async def test_an_imported_active_line_that_instructs_the_agent_is_held(app: Pri
     assert memory["content"] == planted["content"] and memory["status"] == "QUARANTINED"
     assert await recalled(app, "u8", "payments account") == []
     async with app.service.metadata.transaction(readonly=True) as tx:
-        assert (await tx.counters("u8")).get("total", 0) == 0
+        assert (await tx.counters.read("u8")).get("total", 0) == 0
 
 
 async def memory_lines(app: PrivacyApp, user_id: str) -> list[dict[str, Any]]:
@@ -245,14 +245,14 @@ async def test_an_update_that_instructs_the_agent_holds_the_memory(app: PrivacyA
     created = await ok(app, "add_structured", {**body, "is_important": True, "sync": True}, TENANT)
     memory_id = created["memory_id"]
     async with app.service.metadata.transaction(readonly=True) as tx:
-        assert (await tx.counters("u10")).get("total") == 1
+        assert (await tx.counters.read("u10")).get("total") == 1
     view = await ok(app, "update", {"user_id": "u10", "memory_id": memory_id, "content": INJECTION}, TENANT)
     assert view["status"] == "QUARANTINED"
     assert all(m["memory_id"] != memory_id for m in await recalled(app, "u10", "payments account rent"))
     [memory] = await held(app, "u10")
     assert memory["memory_id"] == memory_id
     async with app.service.metadata.transaction(readonly=True) as tx:
-        counters = {k: v for k, v in (await tx.counters("u10")).items() if v}
+        counters = {k: v for k, v in (await tx.counters.read("u10")).items() if v}
     assert counters == {}  # held: neither counted nor counted as important
     assert memory_id not in await app.service.vectors.memory_ids("u10")
     history = await ok(app, "history", {"user_id": "u10", "memory_id": memory_id})
@@ -262,4 +262,4 @@ async def test_an_update_that_instructs_the_agent_holds_the_memory(app: PrivacyA
     await ok(app, "quarantine/release", {"user_id": "u10", "memory_ids": [memory_id]})
     assert [m["memory_id"] for m in await recalled(app, "u10", "payments account")] == [memory_id]
     async with app.service.metadata.transaction(readonly=True) as tx:
-        assert (await tx.counters("u10")).get("total") == 1
+        assert (await tx.counters.read("u10")).get("total") == 1

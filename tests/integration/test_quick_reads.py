@@ -46,7 +46,7 @@ async def test_versions_and_switches_match_the_store(
         await set_switch(tx, "u1", "", False, clock.now)
         await set_switch(tx, "u1", "shop", True, clock.now)
     async with stores.metadata.transaction(readonly=True) as tx:
-        assert quick.version("u1") == await tx.version("u1") > 0
+        assert quick.version("u1") == await tx.versions.read("u1") > 0
     assert quick.switches("u1") == {"": False, "shop": True}
 
     # A snapshot validated by the quick read still sees a delete at once (read-your-writes).
@@ -65,7 +65,7 @@ async def test_recall_bookkeeping_matches_the_store(
     await service.record_recall_hits("u1", [ids[0]], clock.now)  # one with a hit, one without
     await service.delete(DeleteRequest(user_id="u1", memory_id=ids[1]))  # not ACTIVE: left out
     async with stores.metadata.transaction(readonly=True) as tx:
-        expected = await tx.recall_bookkeeping("u1")
+        expected = await tx.memories.recall_bookkeeping("u1")
     assert quick.recall_bookkeeping("u1") == expected
     assert set(expected) == {ids[0]} and expected[ids[0]].last_recalled_at == clock.now
     assert quick.recall_bookkeeping("nobody") == {}

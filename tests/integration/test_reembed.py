@@ -151,7 +151,7 @@ async def test_recall_never_compares_two_models_and_reembed_moves_every_memory(
             assert progress == [(1, 3), (2, 3), (3, 3)]
             await _assert_all_on_the_new_model(stores, contents)
             async with stores.metadata.transaction(readonly=True) as tx:
-                cipher = await tx.cipher("u0")
+                cipher = await tx.keys.cipher("u0")
             item = await lifecycle.archive.get(cipher, "u0", archived_id)
             assert item is not None and np.allclose(item.vector, _unit(contents[archived_id]), atol=1e-5)
 

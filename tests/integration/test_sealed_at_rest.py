@@ -75,7 +75,7 @@ async def test_rows_written_before_the_migration_are_sealed_when_the_stores_open
         gone = await remember(service, "Secret hobby", "purged-user")
         await _legacy_rows(stores)
         async with stores.metadata.transaction() as tx:
-            await tx.shred("purged-user")  # as a full purge leaves it: no key to seal with
+            await tx.keys.shred("purged-user")  # as a full purge leaves it: no key to seal with
             keys_before = (await tx.conn.execute(select(func.count()).select_from(user_keys))).scalar_one()
     finally:
         await stores.close()
@@ -106,7 +106,7 @@ async def test_rows_written_before_the_migration_are_sealed_when_the_stores_open
         assert history.memory.custom_tags == [TAG] and history.memory.entities == [PLACE]
         assert history.changes[0].reason == f"legacy reason about {PLACE}"
         async with reopened.metadata.transaction(readonly=True) as tx:
-            purged = (await tx.get_memories("purged-user", [gone]))[gone]
+            purged = (await tx.memories.get_many("purged-user", [gone]))[gone]
         assert purged.custom_tags == [] and purged.entities == []
     finally:
         await reopened.close()

@@ -39,12 +39,12 @@ def in_session(**fields: Any) -> dict[str, Any]:
 
 async def get(stores: Stores, memory_id: str) -> Any:
     async with stores.metadata.transaction(readonly=True) as tx:
-        return await tx.get_memory("u1", memory_id)
+        return await tx.memories.get("u1", memory_id)
 
 
 async def counters(stores: Stores) -> dict[str, int]:
     async with stores.metadata.transaction(readonly=True) as tx:
-        return {k: v for k, v in (await tx.counters("u1")).items() if v}
+        return {k: v for k, v in (await tx.counters.read("u1")).items() if v}
 
 
 async def test_valuable_session_memories_are_promoted_and_the_rest_dropped(

@@ -23,7 +23,7 @@ async def test_warm_loads_the_most_recently_active_users(
     gone = await remember(service, "gone likes coffee", "gone")
     await service.delete(DeleteRequest(user_id="gone", memory_id=gone))  # nothing active: not warmed
     async with stores.metadata.transaction(readonly=True) as tx:
-        assert await tx.recently_active_users(10) == ["recent", "middle", "old"]
+        assert await tx.memories.recently_active_users(10) == ["recent", "middle", "old"]
 
     cache = SnapshotCache(stores.metadata, stores.vectors, stores.embedder, max_users=2, ttl_s=60)
     assert await cache.warm(10) == 2, "never more users than the cache holds"

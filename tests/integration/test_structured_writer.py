@@ -45,7 +45,7 @@ async def test_many_users_tasks_share_groups_and_each_lands_once(
     # Per-user order: a user's memories were created in the order their tasks were accepted.
     async with stores.metadata.transaction(readonly=True) as tx:
         for user in ("g0", "g3"):
-            log = await tx.change_log(user, limit=100)
+            log = await tx.changes.page(user, limit=100)
             added = [c.memory_id for c in reversed(log)]
             expected = [m for r, m in zip(requests, memory_ids, strict=True) if r.user_id == user]
             assert added == expected
@@ -68,7 +68,7 @@ async def test_a_refused_task_fails_alone_and_the_others_land(
     assert [v.status for v in views] == [TaskStatus.DONE, TaskStatus.DONE, TaskStatus.FAILED, TaskStatus.DONE]
     assert views[2].error is not None and views[2].error.startswith("42901")
     async with stores.metadata.transaction(readonly=True) as tx:
-        assert (await tx.counters("cap"))["app:a"] == 2
+        assert (await tx.counters.read("cap"))["app:a"] == 2
 
 
 async def test_a_group_that_fails_is_retried_task_by_task(
@@ -91,9 +91,9 @@ async def test_a_group_that_fails_is_retried_task_by_task(
     # The poisoned task is left unfinished for the next resume; nothing of it was written.
     assert views[5].status in (TaskStatus.PENDING, TaskStatus.RUNNING)
     async with stores.metadata.transaction(readonly=True) as tx:
-        assert await tx.change_log("r9", limit=10) == []
+        assert await tx.changes.page("r9", limit=10) == []
         for i in range(5):
-            assert len(await tx.change_log(f"r{i}", limit=10)) == 1
+            assert len(await tx.changes.page(f"r{i}", limit=10)) == 1
 
 
 def _always_pressed(write_path: WritePath, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,6 +146,6 @@ async def test_a_later_part_that_fails_keeps_the_parts_before_it_and_retries_the
     # Every committed memory has its vector, those of the parts before the failure included.
     assert set(await stores.vectors.get_vectors(done_ids)) == set(done_ids)
     async with stores.metadata.transaction(readonly=True) as tx:
-        assert await tx.change_log("q2", limit=10) == []
+        assert await tx.changes.page("q2", limit=10) == []
         for user in ("q0", "q1", "q3", "q4"):
-            assert len(await tx.change_log(user, limit=10)) == 1  # exactly once, not again on the retry
+            assert len(await tx.changes.page(user, limit=10)) == 1  # exactly once, not again on the retry

@@ -43,25 +43,25 @@ TASKS = {
 
 async def test_each_task_keeps_its_reach_and_old_tasks_get_theirs_from_the_payload(stores: Stores) -> None:
     async with stores.metadata.transaction() as tx:
-        await tx.insert_tasks([t for t, _ in TASKS.values()])
+        await tx.tasks.insert_many([t for t, _ in TASKS.values()])
     async with stores.metadata.transaction(readonly=True) as tx:
         for task_id, (written, (app_id, reach)) in TASKS.items():
-            assert await tx.task_owner(task_id) == TaskOwner(written.user_id, written.kind, app_id, reach)
-        assert await tx.task_owner("e" * 32) is None
+            assert await tx.tasks.owner(task_id) == TaskOwner(written.user_id, written.kind, app_id, reach)
+        assert await tx.tasks.owner("e" * 32) is None
     # As before migration 0008: nothing beside the task; carol's key is shredded meanwhile.
     async with stores.metadata.transaction() as tx:
         await tx.conn.execute(update(write_tasks).values(app_id=None, reach=None))
-        assert await tx.shred("carol")
+        assert await tx.keys.shred("carol")
     async with stores.metadata.transaction(readonly=True) as tx:
         # Not filled yet: an admin key only, never a guess.
-        assert (await tx.task_owner("a" * 32)) == TaskOwner("bob", "add", "", REACH_ADMIN)
+        assert (await tx.tasks.owner("a" * 32)) == TaskOwner("bob", "add", "", REACH_ADMIN)
     assert await backfill_task_reach(stores.metadata, batch=3) == 4
     assert await backfill_task_reach(stores.metadata) == 0
     async with stores.metadata.transaction(readonly=True) as tx:
         for task_id, (written, (app_id, reach)) in TASKS.items():
             if written.user_id == "carol":
                 app_id, reach = "", REACH_ADMIN  # its payload cannot be read any more
-            assert await tx.task_owner(task_id) == TaskOwner(written.user_id, written.kind, app_id, reach)
+            assert await tx.tasks.owner(task_id) == TaskOwner(written.user_id, written.kind, app_id, reach)
 
 
 async def test_migration_0008_fills_admin_tasks_and_matches_the_schema(tmp_path: Path) -> None:

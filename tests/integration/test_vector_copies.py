@@ -129,7 +129,7 @@ async def test_delete_and_delete_user_remove_copies(stores: Stores, service: Mem
 async def test_copies_of_a_shredded_user_are_unreadable(stores: Stores, service: MemoryService) -> None:
     await remember(service, "Keeps a diary")
     async with stores.metadata.transaction() as tx:
-        assert await tx.shred("u1")
+        assert await tx.keys.shred("u1")
     async with stores.metadata.transaction(readonly=True) as tx:
         assert await vector_copies.for_user(tx, "u1") == {}
 
@@ -156,7 +156,7 @@ async def test_an_expired_snapshot_refreshes_weights_without_reloading(
     )
     first = await cache.get("u1")
     async with stores.metadata.transaction() as tx:  # a hit elsewhere: no version bump
-        await tx.record_recall_hits("u1", {memory_id: (0.42, 7)}, clock.now)
+        await tx.memories.record_recall_hits("u1", {memory_id: (0.42, 7)}, clock.now)
     assert (await cache.get("u1")).memories[0].recall_count == 0, "fresh within the TTL"
     ticks[0] = 61.0
     refreshed = await cache.get("u1")

@@ -38,7 +38,7 @@ async def test_on_sqlite_an_acknowledgement_commit_goes_ahead_of_queued_writers(
 
     async def holder() -> None:
         async with store.transaction() as tx:
-            await tx.bump_version("u-holder")
+            await tx.versions.bump("u-holder")
             entered.append("holder")
             holding.set()
             await release.wait()
@@ -46,7 +46,7 @@ async def test_on_sqlite_an_acknowledgement_commit_goes_ahead_of_queued_writers(
     async def writer(name: str, *, urgent: bool = False) -> None:
         async with store.transaction(urgent=urgent) as tx:
             entered.append(name)
-            await tx.bump_version(f"u-{name}")
+            await tx.versions.bump(f"u-{name}")
 
     first = asyncio.create_task(holder())
     await holding.wait()
@@ -59,23 +59,23 @@ async def test_on_sqlite_an_acknowledgement_commit_goes_ahead_of_queued_writers(
     assert store.write_gate.waiting == 4
     # Readers never queue behind the writers.
     async with store.transaction(readonly=True) as tx:
-        assert await tx.version("u-holder") == 0  # not committed yet
+        assert await tx.versions.read("u-holder") == 0  # not committed yet
     release.set()
     await asyncio.gather(first, *others, ack)
     assert entered == ["holder", "ack", "w0", "w1", "w2"]
     async with store.transaction(readonly=True) as tx:
-        assert [await tx.version(f"u-{n}") for n in ("holder", "ack", "w0", "w1", "w2")] == [1] * 5
+        assert [await tx.versions.read(f"u-{n}") for n in ("holder", "ack", "w0", "w1", "w2")] == [1] * 5
 
 
 async def test_a_write_that_fails_rolls_back_and_lets_the_next_writer_in(store: MetadataStore) -> None:
     async def failing() -> None:
         async with store.transaction() as tx:
-            await tx.bump_version("u1")
+            await tx.versions.bump("u1")
             raise RuntimeError("fails inside the transaction")
 
     with pytest.raises(RuntimeError):
         await failing()
     async with store.transaction(urgent=True) as tx:
-        await tx.bump_version("u2")
+        await tx.versions.bump("u2")
     async with store.transaction(readonly=True) as tx:
-        assert (await tx.version("u1"), await tx.version("u2")) == (0, 1)
+        assert (await tx.versions.read("u1"), await tx.versions.read("u2")) == (0, 1)

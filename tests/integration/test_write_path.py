@@ -71,7 +71,7 @@ async def write_path(service: MemoryService) -> AsyncIterator[WritePath]:
 async def active_counts(metadata: MetadataStore, user_id: str = "u1") -> dict[str, int]:
     """What the counters must say, counted from the ACTIVE rows themselves."""
     async with metadata.transaction() as tx:
-        rows = await tx.count_active(user_id)
+        rows = await tx.memories.count_active(user_id)
     expected: dict[str, int] = {}
     for (app_id, important), n in rows.items():
         dims = [f"app:{app_id}" if app_id else "global", "total"]
@@ -82,13 +82,13 @@ async def active_counts(metadata: MetadataStore, user_id: str = "u1") -> dict[st
 
 async def counters(metadata: MetadataStore, user_id: str = "u1") -> dict[str, int]:
     async with metadata.transaction() as tx:
-        return {k: v for k, v in (await tx.counters(user_id)).items() if v}
+        return {k: v for k, v in (await tx.counters.read(user_id)).items() if v}
 
 
 async def ops(metadata: MetadataStore, user_id: str = "u1") -> list[OpType]:
     """The user's change log, oldest first."""
     async with metadata.transaction() as tx:
-        return [e.op_type for e in reversed(await tx.change_log(user_id, limit=100_000))]
+        return [e.op_type for e in reversed(await tx.changes.page(user_id, limit=100_000))]
 
 
 # --- the task methods of the metadata store ---------------------------------------------------
@@ -110,35 +110,35 @@ def _task(user_id: str, created_at: datetime, status: TaskStatus = TaskStatus.PE
 async def test_task_rows_round_trip_encrypted(stores: Stores, clock: ManualClock) -> None:
     task = _task("alice", clock.now)
     async with stores.metadata.transaction() as tx:
-        await tx.insert_task(task)
+        await tx.tasks.insert(task)
     async with stores.metadata.transaction() as tx:
-        assert await tx.get_task(task.task_id) == task
-        assert await tx.get_task(new_id()) is None
-        assert await tx.start_task(task.task_id, clock.advance(seconds=1)) == 1
-        assert await tx.start_task(task.task_id, clock.now) == 2
-        running = await tx.get_task(task.task_id)
+        assert await tx.tasks.get(task.task_id) == task
+        assert await tx.tasks.get(new_id()) is None
+        assert await tx.tasks.start(task.task_id, clock.advance(seconds=1)) == 1
+        assert await tx.tasks.start(task.task_id, clock.now) == 2
+        running = await tx.tasks.get(task.task_id)
     assert running is not None and running.status is TaskStatus.RUNNING and running.attempts == 2
     decisions = [
         {"op": "ADD", "memory_id": "m" * 32, "content": "spare key under the flowerpot", "reason": ""}
     ]
     async with stores.metadata.transaction() as tx:
-        assert await tx.finish_task(
+        assert await tx.tasks.finish(
             task.task_id, TaskStatus.DONE, decisions=decisions, error=None, at=clock.now
         )
         # Finished once means finished: a second finisher and a late start both see nothing to do.
-        assert not await tx.finish_task(
+        assert not await tx.tasks.finish(
             task.task_id, TaskStatus.FAILED, decisions=None, error="x", at=clock.now
         )
-        assert await tx.start_task(task.task_id, clock.now) == 0
-        assert not await tx.finish_task(new_id(), TaskStatus.DONE, decisions=[], error=None, at=clock.now)
-        done = await tx.get_task(task.task_id)
+        assert await tx.tasks.start(task.task_id, clock.now) == 0
+        assert not await tx.tasks.finish(new_id(), TaskStatus.DONE, decisions=[], error=None, at=clock.now)
+        done = await tx.tasks.get(task.task_id)
         raw = (await tx.conn.execute(select(write_tasks).where(write_tasks.c.task_id == task.task_id))).one()
     assert done is not None and done.status is TaskStatus.DONE
     assert done.decisions == decisions and done.error is None and done.updated_at == clock.now
     assert b"flowerpot" not in bytes(raw.payload) and b"flowerpot" not in bytes(raw.result)
     with pytest.raises(ValueError, match="DONE or FAILED"):
         async with stores.metadata.transaction() as tx:
-            await tx.finish_task(task.task_id, TaskStatus.RUNNING, decisions=None, error=None, at=clock.now)
+            await tx.tasks.finish(task.task_id, TaskStatus.RUNNING, decisions=None, error=None, at=clock.now)
 
 
 async def test_unfinished_tasks_oldest_first_and_paged(stores: Stores, clock: ManualClock) -> None:
@@ -153,15 +153,15 @@ async def test_unfinished_tasks_oldest_first_and_paged(stores: Stores, clock: Ma
     ]
     async with stores.metadata.transaction() as tx:
         for task in tasks:
-            await tx.insert_task(task)
+            await tx.tasks.insert(task)
     unfinished = sorted(
         (t for t in tasks if t.status in (TaskStatus.PENDING, TaskStatus.RUNNING)),
         key=lambda t: (t.created_at, t.task_id),
     )
     async with stores.metadata.transaction() as tx:
-        assert await tx.unfinished_tasks() == unfinished
-        first = await tx.unfinished_tasks(limit=2)
-        rest = await tx.unfinished_tasks(limit=10, after=(first[-1].created_at, first[-1].task_id))
+        assert await tx.tasks.unfinished() == unfinished
+        first = await tx.tasks.unfinished(limit=2)
+        rest = await tx.tasks.unfinished(limit=10, after=(first[-1].created_at, first[-1].task_id))
     assert first + rest == unfinished
 
 
@@ -273,7 +273,7 @@ async def test_200_concurrent_writes_for_one_user_keep_exact_counters_within_cap
 async def test_users_write_side_by_side_without_conflicts(write_path: WritePath, stores: Stores) -> None:
     for user in ("a", "b"):  # keys exist: only the writes themselves overlap
         async with stores.metadata.transaction() as tx:
-            await tx.cipher(user)
+            await tx.keys.cipher(user)
 
     async def user_a() -> list[MemoryCreated | TaskAccepted]:
         return [
@@ -313,7 +313,7 @@ async def test_updates_deletes_and_recall_hits_run_on_the_mailbox(
     assert result.deleted == [ids[1]] and result.not_found == [ids[2]]
     await write_path.drain()
     async with stores.metadata.transaction() as tx:
-        hit = await tx.get_memory("u1", ids[1])
+        hit = await tx.memories.get("u1", ids[1])
     # The hit was queued before the batch delete, so it was counted before the memory left.
     assert hit is not None and hit.recall_count == 1
     assert await counters(stores.metadata) == await active_counts(stores.metadata)
@@ -332,7 +332,7 @@ async def test_unfinished_tasks_resume_after_a_restart_exactly_once(
     tasks[-1].status, tasks[-1].attempts = TaskStatus.RUNNING, 1
     async with stores.metadata.transaction() as tx:
         for task in tasks:
-            await tx.insert_task(task)
+            await tx.tasks.insert(task)
     await stores.close()  # the old process is gone; milvus-lite allows one owner
 
     reopened = await open_stores(settings, embedder=embedder)
@@ -346,8 +346,8 @@ async def test_unfinished_tasks_resume_after_a_restart_exactly_once(
         assert [[d.op for d in v.decisions] for v in views] == [["ADD"]] * len(FACTS)
         stored = {d.memory_id for v in views for d in v.decisions}
         async with reopened.metadata.transaction() as tx:
-            rows = await tx.get_memories("u1", [m for m in stored if m])
-            done = await tx.get_task(tasks[-1].task_id)
+            rows = await tx.memories.get_many("u1", [m for m in stored if m])
+            done = await tx.tasks.get(tasks[-1].task_id)
         assert len(rows) == len(FACTS) == await reopened.vectors.count()
         assert len({m.content_hash for m in rows.values()}) == len(FACTS)
         assert done is not None and done.attempts == 2
@@ -527,7 +527,7 @@ async def test_async_add_structured_completes_its_task(write_path: WritePath, st
     [decision] = view.decisions
     assert decision.op == "ADD" and decision.memory_id is not None
     async with stores.metadata.transaction() as tx:
-        memory = await tx.get_memory("u1", decision.memory_id)
+        memory = await tx.memories.get("u1", decision.memory_id)
     assert memory is not None and memory.content == "Collects vinyl records"
 
 
@@ -540,14 +540,14 @@ async def test_a_task_finished_elsewhere_mid_way_rolls_the_late_commit_back(
     )
     task = _task("u1", clock.now)
     async with stores.metadata.transaction() as tx:
-        await tx.insert_task(task)
+        await tx.tasks.insert(task)
     request = AddRequest.model_validate(task.payload)
     late = asyncio.ensure_future(service.ingestor.process(request, task_id=task.task_id))
     await asyncio.wait_for(engine.entered.wait(), GUARD_S)
     # Another process finishes the same task while this one is still extracting.
     first = {"op": "ADD", "memory_id": new_id(), "content": None, "reason": "other process"}
     async with stores.metadata.transaction() as tx:
-        assert await tx.finish_task(
+        assert await tx.tasks.finish(
             task.task_id, TaskStatus.DONE, decisions=[first], error=None, at=clock.now
         )
     engine.gate.set()

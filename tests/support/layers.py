@@ -7,7 +7,9 @@ share a layer and never import each other; and no modules import each other in a
 import counts, deferred ones inside functions too: a deferred import hides a dependency, it does
 not remove it.
 
-The serving layer forwards nothing through ``__getattr__`` (#28): a wrapper writes out each
+SQL stays in ``storage`` (#28): no other layer imports SQLAlchemy or reaches a transaction's
+connection (``tx.conn``); they call the repositories and query modules of ``storage``. The serving
+layer forwards nothing through ``__getattr__``: a wrapper writes out each
 method it passes on, so mypy follows a call from the route to the backend that answers it.
 """
 
@@ -155,21 +157,44 @@ def attribute_forwarding(root: Path) -> list[str]:
     return found
 
 
+def sql_outside_storage(root: Path) -> list[str]:
+    """Every SQLAlchemy import and ``.conn`` access in a layer other than ``storage``."""
+    found: list[str] = []
+    for package in LAYERS:
+        if package == "storage":
+            continue
+        for path in sorted((root / package).rglob("*.py")):
+            where = path.relative_to(root)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module or ""]
+                if any(name.split(".")[0] == "sqlalchemy" for name in names):
+                    found.append(f"{where}:{node.lineno}: imports SQLAlchemy outside storage")
+                if isinstance(node, ast.Attribute) and node.attr == "conn":
+                    found.append(f"{where}:{node.lineno}: reaches a connection (.conn) outside storage")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print each breach, import cycle and ``__getattr__`` forwarder; 0 when there is none."""
     root = Path(argv[0] if argv else ".").resolve()
     found = breaches(root)
     loops = cycles(root)
     forwarders = attribute_forwarding(root)
+    sql = sql_outside_storage(root)
     for breach in found:
         print(breach)
     for loop in loops:
         print("import cycle: " + " <-> ".join(loop))
-    for forwarder in forwarders:
-        print(forwarder)
-    problems = len(found) + len(loops) + len(forwarders)
+    for line in (*forwarders, *sql):
+        print(line)
+    problems = len(found) + len(loops) + len(forwarders) + len(sql)
     print(
-        f"layers: {len(found)} breaches, {len(loops)} cycles, {len(forwarders)} forwarders"
+        f"layers: {len(found)} breaches, {len(loops)} cycles, {len(forwarders)} forwarders, "
+        f"{len(sql)} SQL outside storage"
         if problems
         else "layers: ok"
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.layers import attribute_forwarding, breaches, cycles, main
+from tests.support.layers import attribute_forwarding, breaches, cycles, main, sql_outside_storage
 
 pytestmark = pytest.mark.unit
 
@@ -73,5 +73,22 @@ def test_serve_forwards_no_attribute_through_getattr(tmp_path: Path) -> None:
     assert attribute_forwarding(tmp_path) == [
         "serve/gate.py:2: forwards through __getattr__",
         "serve/lazy.py:1: forwards through __getattr__",
+    ]
+    assert main([str(tmp_path)]) == 1
+
+
+def test_sql_stays_in_storage(tmp_path: Path) -> None:
+    assert sql_outside_storage(ROOT) == []
+    files = {
+        "lifecycle/queries.py": "from sqlalchemy import select\n",
+        "actors/memory.py": "async def f(tx):\n    await tx.conn.execute(1)\n",
+        "serve/job.py": "def g():\n    import sqlalchemy.ext.asyncio\n",
+        "storage/repo.py": "from sqlalchemy import select\nasync def f(tx):\n    return tx.conn\n",
+    }
+    _write_tree(tmp_path, files)
+    assert sql_outside_storage(tmp_path) == [
+        "actors/memory.py:2: reaches a connection (.conn) outside storage",
+        "lifecycle/queries.py:1: imports SQLAlchemy outside storage",
+        "serve/job.py:2: imports SQLAlchemy outside storage",
     ]
     assert main([str(tmp_path)]) == 1

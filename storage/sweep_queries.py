@@ -1,4 +1,4 @@
-"""The metadata queries of the sweeps, over one transaction's connection (no content decrypted).
+"""The metadata queries of the sweeps and the re-embedding, over one transaction (no content decrypted).
 
 Every write is conditioned on the state the sweep decided from, so a step that was already done
 (by an earlier, interrupted run) matches no row and is not done again.
@@ -6,23 +6,30 @@ Every write is conditioned on the state the sweep decided from, so a step that w
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import and_, bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engram.lifecycle.plan import SweepRow
+from engram.models.domain import SweepRow
 from engram.models.enums import OpSource, OpType, Status
+from engram.models.settings import StorageSettings
 from engram.storage.crypto import ContentCipher
-from engram.storage.metadata import open_labels
+from engram.storage.database import create_engine
+from engram.storage.metadata import MetadataTx
+from engram.storage.repositories.rows import open_labels
 from engram.storage.schema import change_log, memories
 
 SWEPT = (Status.ACTIVE, Status.ARCHIVED, Status.DELETED)
+T = TypeVar("T")
+
+WITH_VECTORS = (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)
+"""The statuses whose memories hold a vector (in the index, or in the cold archive)."""
 
 
-async def sweep_rows(conn: AsyncConnection, user_id: str, cipher: ContentCipher | None) -> list[SweepRow]:
+async def sweep_rows(tx: MetadataTx, user_id: str, cipher: ContentCipher | None) -> list[SweepRow]:
     """The user's active, archived and deleted memories as the sweep sees them (tags opened)."""
     query = select(
         memories.c.memory_id,
@@ -51,19 +58,17 @@ async def sweep_rows(conn: AsyncConnection, user_id: str, cipher: ContentCipher 
             archived_at=r["archived_at"],
             deleted_at=r["deleted_at"],
         )
-        for r in (await conn.execute(query)).mappings().all()
+        for r in (await tx.conn.execute(query)).mappings().all()
     ]
 
 
-async def statuses(conn: AsyncConnection, user_id: str) -> dict[str, Status]:
+async def statuses(tx: MetadataTx, user_id: str) -> dict[str, Status]:
     """Every memory of the user with its status."""
     query = select(memories.c.memory_id, memories.c.status).where(memories.c.user_id == user_id)
-    return {mid: Status(status) for mid, status in (await conn.execute(query)).all()}
+    return {mid: Status(status) for mid, status in (await tx.conn.execute(query)).all()}
 
 
-async def store_weights(
-    conn: AsyncConnection, user_id: str, weights: Mapping[str, float], at: datetime
-) -> None:
+async def store_weights(tx: MetadataTx, user_id: str, weights: Mapping[str, float], at: datetime) -> None:
     """Write decayed weights of active memories in one batched statement."""
     if not weights:
         return
@@ -78,19 +83,19 @@ async def store_weights(
         )
         .values(weight=bindparam("b_weight"), weight_at=at)
     )
-    await conn.execute(
+    await tx.conn.execute(
         statement, [{"b_memory_id": mid, "b_weight": weight} for mid, weight in weights.items()]
     )
 
 
 async def archive_active(
-    conn: AsyncConnection, user_id: str, memory_id: str, weight: float | None, at: datetime
+    tx: MetadataTx, user_id: str, memory_id: str, weight: float | None, at: datetime
 ) -> bool:
     """Move one ACTIVE memory to ARCHIVED at ``at``; False when it is no longer active."""
     values: dict[str, object] = {"status": Status.ARCHIVED.value, "archived_at": at, "updated_at": at}
     if weight is not None:
         values.update(weight=weight, weight_at=at)
-    result = await conn.execute(
+    result = await tx.conn.execute(
         update(memories)
         .where(
             and_(
@@ -104,11 +109,11 @@ async def archive_active(
     return bool(result.rowcount)
 
 
-async def delete_rows(conn: AsyncConnection, user_id: str, memory_ids: Sequence[str], status: Status) -> int:
+async def delete_rows(tx: MetadataTx, user_id: str, memory_ids: Sequence[str], status: Status) -> int:
     """Physically delete the user's memories among ``memory_ids`` that are still in ``status``."""
     if not memory_ids:
         return 0
-    result = await conn.execute(
+    result = await tx.conn.execute(
         delete(memories).where(
             and_(
                 memories.c.user_id == user_id,
@@ -120,11 +125,11 @@ async def delete_rows(conn: AsyncConnection, user_id: str, memory_ids: Sequence[
     return int(result.rowcount or 0)
 
 
-async def sanitize_changes(conn: AsyncConnection, user_id: str, memory_ids: Sequence[str]) -> int:
+async def sanitize_changes(tx: MetadataTx, user_id: str, memory_ids: Sequence[str]) -> int:
     """Blank the content of every change-log entry of these memories (L2); returns entries changed."""
     if not memory_ids:
         return 0
-    result = await conn.execute(
+    result = await tx.conn.execute(
         update(change_log)
         .where(
             and_(
@@ -139,7 +144,7 @@ async def sanitize_changes(conn: AsyncConnection, user_id: str, memory_ids: Sequ
 
 
 async def add_purge_entries(
-    conn: AsyncConnection,
+    tx: MetadataTx,
     user_id: str,
     apps: Sequence[tuple[str, str]],
     op_source: OpSource,
@@ -165,7 +170,7 @@ async def add_purge_entries(
         for memory_id, app_id in apps
     ]
     if rows:
-        await conn.execute(change_log.insert(), rows)
+        await tx.conn.execute(change_log.insert(), rows)
 
 
 async def user_ids_page(conn: AsyncConnection, *, after: str | None, limit: int) -> list[str]:
@@ -180,3 +185,61 @@ async def count_memories(conn: AsyncConnection) -> dict[str, int]:
     """Memories of every user by status (benchmarks, reports)."""
     query = select(memories.c.status, func.count()).group_by(memories.c.status)
     return {status: int(n) for status, n in (await conn.execute(query)).all()}
+
+
+# --- re-embedding (engram reembed) ------------------------------------------------------------
+
+
+async def users_to_reembed(conn: AsyncConnection, model: str) -> list[str]:
+    """Users holding a memory with a vector on a model other than ``model``, in id order."""
+    query = (
+        select(memories.c.user_id)
+        .where(
+            and_(
+                memories.c.embedding_model != model,
+                memories.c.status.in_([s.value for s in WITH_VECTORS]),
+            )
+        )
+        .distinct()
+        .order_by(memories.c.user_id)
+    )
+    return [row[0] for row in (await conn.execute(query)).all()]
+
+
+async def memories_left(conn: AsyncConnection, model: str) -> int:
+    """How many memories with a vector are not on ``model`` yet."""
+    query = select(memories.c.memory_id).where(
+        and_(memories.c.embedding_model != model, memories.c.status.in_([s.value for s in WITH_VECTORS]))
+    )
+    return len((await conn.execute(query)).all())
+
+
+async def set_embedding_model(tx: MetadataTx, user_id: str, memory_ids: Sequence[str], model: str) -> None:
+    """Record that these memories' vectors are now on ``model``."""
+    await tx.conn.execute(
+        update(memories)
+        .where(and_(memories.c.user_id == user_id, memories.c.memory_id.in_(list(memory_ids))))
+        .values(embedding_model=model)
+    )
+
+
+async def archived_owners(tx: MetadataTx, memory_ids: Sequence[str]) -> dict[str, list[str]]:
+    """The ARCHIVED memories among ``memory_ids``, by the user who owns them."""
+    query = select(memories.c.memory_id, memories.c.user_id).where(
+        and_(memories.c.memory_id.in_(list(memory_ids)), memories.c.status == Status.ARCHIVED.value)
+    )
+    owners: dict[str, list[str]] = {}
+    for memory_id, user_id in (await tx.conn.execute(query)).all():
+        owners.setdefault(user_id, []).append(memory_id)
+    return owners
+
+
+async def read_once(storage: StorageSettings, query: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    """One query on the metadata database alone, over an engine opened for it (no vector store:
+    that belongs to whoever serves)."""
+    engine = create_engine(storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms)
+    try:
+        async with engine.connect() as conn:
+            return await query(conn)
+    finally:
+        await engine.dispose()
