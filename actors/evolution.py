@@ -21,10 +21,10 @@ import numpy as np
 
 from engram.actors import evolution_rules as rules
 from engram.actors import statements
+from engram.actors.engine_outputs import EVOLVE_TASK, EvolutionOutput
 from engram.actors.engines.base import Engine, EngineError, StructuredRequest, generate_with_retry
 from engram.actors.extraction import Fact
 from engram.actors.prompts import evolution_messages
-from engram.actors.tasks import EVOLVE_TASK, EvolutionOutput
 from engram.models.domain import Memory
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.hashing import normalise_content

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from engram.actors import statements
+from engram.actors.engine_outputs import EXTRACT_TASK, ExtractedFact, ExtractionOutput, FactKind
 from engram.actors.engines.base import Engine, EngineError, StructuredRequest, generate_with_retry
 from engram.actors.lexical import tokenize
 from engram.actors.prompts import extraction_messages
-from engram.actors.tasks import EXTRACT_TASK, ExtractedFact, ExtractionOutput, FactKind
 from engram.models.api import AddRequest, Message
 from engram.models.enums import MemType, Ownership, Role
 from engram.models.errors import EngramError, ErrorCode

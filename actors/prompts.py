@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import Any, Literal, get_args
 
+from engram.actors.engine_outputs import FactKind
 from engram.actors.engines.base import ChatMessage
-from engram.actors.tasks import FactKind
 
 Ownership = Literal["USER", "AGENT"]
 

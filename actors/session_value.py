@@ -14,9 +14,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
+from engram.actors.engine_outputs import VALUE_SESSION_TASK, SessionValuation
 from engram.actors.engines.base import Engine, EngineError, StructuredRequest, generate_with_retry
 from engram.actors.prompts import session_value_messages
-from engram.actors.tasks import VALUE_SESSION_TASK, SessionValuation
 from engram.models.domain import Memory
 from engram.models.settings import EvolutionSettings
 

@@ -214,7 +214,7 @@ async def sweep_users(
     *,
     dry_run: bool = False,
     concurrency: int = 4,
-    gate: asyncio.Semaphore | None = None,
+    slots: asyncio.Semaphore | None = None,
     attempts: int = 3,
     retry_delay_s: float = 1.0,
 ) -> SweepCounts:
@@ -227,7 +227,7 @@ async def sweep_users(
         SweepCounts(),
         what="lifecycle sweep",
         concurrency=concurrency,
-        gate=gate,
+        slots=slots,
         attempts=attempts,
         retry_delay_s=retry_delay_s,
     )
@@ -272,22 +272,22 @@ async def each_user(
     *,
     what: str,
     concurrency: int = 4,
-    gate: asyncio.Semaphore | None = None,
+    slots: asyncio.Semaphore | None = None,
     attempts: int = 3,
     retry_delay_s: float = 1.0,
 ) -> C:
     """``work(user)`` for many users, each on its own mailbox via ``submit``, added into ``total``.
 
-    ``gate`` bounds the users in flight across every call that shares it (a shard serving several
+    ``slots`` bounds the users in flight across every call that shares it (a shard serving several
     job tasks at once); without it, ``concurrency`` bounds this call alone. A failed user is tried
     again (the work must be idempotent) up to ``attempts`` times: SQLite refuses a writer that
     waited past its busy timeout, which a loaded machine can reach. Then it is counted, not fatal.
     """
-    gate = gate or asyncio.Semaphore(concurrency)
+    slots = slots or asyncio.Semaphore(concurrency)
 
     async def one(user_id: str) -> None:
         for attempt in range(1, attempts + 1):
-            async with gate:
+            async with slots:
                 try:
                     total.add(await submit(user_id, lambda: work(user_id)))
                     return

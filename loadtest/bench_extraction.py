@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engram.actors.engine_outputs import ExtractionOutput
 from engram.actors.engines.base import Engine, StructuredRequest
 from engram.actors.engines.factory import engine_from_settings
 from engram.actors.extraction import extraction_request
 from engram.actors.prompts import few_shot_cases
-from engram.actors.tasks import ExtractionOutput
 from engram.models.api import AddRequest, Message
 from engram.models.enums import Ownership, Role
 from engram.models.settings import Settings, load_settings

@@ -39,7 +39,6 @@ from engram.models.settings import Settings, load_settings
 from engram.serve.auth import Authenticator, startup_notice
 from engram.serve.backend import EngramBackend
 from engram.serve.extraction import ExtractionDeployment, extraction_options
-from engram.serve.gate import GatedBackend
 from engram.serve.handle_lookup import LazyDeploymentHandle
 from engram.serve.heap import freeze_long_lived
 from engram.serve.http_app import RECALL_PATH, build_http_app
@@ -54,6 +53,7 @@ from engram.serve.scaling import replica_options
 from engram.serve.settings_update import apply_overrides
 from engram.serve.shard import ShardActor, shard_options
 from engram.serve.sweep_scheduler import start_scheduler
+from engram.serve.switch_gate import GatedBackend
 from engram.storage.database import create_engine
 from engram.storage.embedders import build_embedder
 from engram.storage.keyring import keyring_for, master_key_check

@@ -50,7 +50,7 @@ class Shard:
         self._started: asyncio.Task[LocalBackend] | None = None
         self._stores: Stores | None = None
         self._recall_vectors: ArchiveBackedVectors | None = None
-        self._sweep_gate: asyncio.Semaphore | None = None
+        self._slots: asyncio.Semaphore | None = None
 
     async def backend(self) -> LocalBackend:
         """The shard's backend, opening the stores and resuming unfinished tasks on first use."""
@@ -97,7 +97,7 @@ class Shard:
             now,
             backend.write_path.host.submit,
             dry_run=dry_run,
-            gate=self._gate(),
+            slots=self._sweep_slots(),
         )
 
     async def reembed_users(self, user_ids: Sequence[str]) -> ReembedCounts:
@@ -109,14 +109,14 @@ class Shard:
             backend.write_path.host.submit,
             ReembedCounts(),
             what="reembed",
-            gate=self._gate(),
+            slots=self._sweep_slots(),
         )
 
-    def _gate(self) -> asyncio.Semaphore:
-        if self._sweep_gate is None:
+    def _sweep_slots(self) -> asyncio.Semaphore:
+        if self._slots is None:
             # One bound for every job task calling this shard at once: SQLite takes one writer.
-            self._sweep_gate = asyncio.Semaphore(self.settings.lifecycle.user_concurrency)
-        return self._sweep_gate
+            self._slots = asyncio.Semaphore(self.settings.lifecycle.user_concurrency)
+        return self._slots
 
     async def record_recall_hit_batch(self, batch: Sequence[RecallHits]) -> None:
         """R4 bookkeeping of many recalls (sent in batches by recall replicas), each on its user's mailbox."""

@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from engram.actors import statements
+from engram.actors.engine_outputs import EXTRACT_TASK, ExtractedFact, ExtractionOutput
 from engram.actors.engines.base import EngineError, StructuredRequest, UnsupportedTaskError
-from engram.actors.tasks import EXTRACT_TASK, ExtractedFact, ExtractionOutput
 from engram.models.hashing import normalise_content
 
 # Which role speaks for which ownership (W3): user memories come from user messages only, and so on.

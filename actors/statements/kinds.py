@@ -6,10 +6,10 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from engram.actors.engine_outputs import FactKind
 from engram.actors.statements.attributes import attribute, preference
 from engram.actors.statements.expiry import expiry_days
 from engram.actors.statements.text import _fold
-from engram.actors.tasks import FactKind
 
 _HEALTH: Final = re.compile(
     r"allerg|asthma|diabet|pregnan|medication|medicine|prescription|blood pressure|disease|illness|injur"

@@ -34,8 +34,8 @@ def _drain_shards(app: RunningApp) -> None:
 
 
 def test_concurrent_requests_are_answered_in_batches(engram_app: RunningApp) -> None:
+    from engram.actors.engine_outputs import EXTRACT_TASK, ExtractionOutput
     from engram.actors.engines.base import ChatMessage, StructuredRequest
-    from engram.actors.tasks import EXTRACT_TASK, ExtractionOutput
 
     _drain_shards(engram_app)
     handle = _extraction_handle(engram_app)

@@ -17,9 +17,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from engram.models.settings import Settings
 from engram.serve.auth import Authenticator
-from engram.serve.gate import GatedBackend
 from engram.serve.http_app import build_http_app
 from engram.serve.settings_update import apply_overrides
+from engram.serve.switch_gate import GatedBackend
 from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.privacy_app import V1, PrivacyApp, privacy_app

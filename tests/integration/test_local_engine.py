@@ -14,9 +14,9 @@ from datetime import date
 
 import pytest
 
+from engram.actors.engine_outputs import EVOLVE_TASK, EXTRACT_TASK, EvolutionOutput, ExtractionOutput
 from engram.actors.engines.base import EngineError, StructuredRequest
 from engram.actors.prompts import evolution_messages, extraction_messages
-from engram.actors.tasks import EVOLVE_TASK, EXTRACT_TASK, EvolutionOutput, ExtractionOutput
 
 pytestmark = pytest.mark.integration
 

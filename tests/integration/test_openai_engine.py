@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from engram.actors.engine_outputs import EXTRACT_TASK, ExtractionOutput
 from engram.actors.engines.base import ChatMessage, EngineError, StructuredRequest, generate_with_retry
 from engram.actors.engines.openai_engine import OpenAIEngine
-from engram.actors.tasks import EXTRACT_TASK, ExtractionOutput
 from tests.support.chat_server import Reply, chat_server, completion
 
 pytestmark = pytest.mark.integration

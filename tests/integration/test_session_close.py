@@ -11,11 +11,11 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+from engram.actors.engine_outputs import VALUE_SESSION_TASK, MemoryValue, SessionValuation
 from engram.actors.engines.base import EngineError, StructuredRequest
 from engram.actors.engines.rules import RulesEngine
 from engram.actors.memory_service import MemoryService
 from engram.actors.session_close import SessionCloser
-from engram.actors.tasks import VALUE_SESSION_TASK, MemoryValue, SessionValuation
 from engram.actors.write_path import WritePath
 from engram.lifecycle.archive import ColdArchive, LocalDirObjectStore
 from engram.lifecycle.context import LifecycleStores

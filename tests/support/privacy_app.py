@@ -23,9 +23,9 @@ from engram.actors.memory_service import MemoryService
 from engram.actors.write_path import WritePath
 from engram.models.settings import Settings
 from engram.serve.auth import Authenticator
-from engram.serve.gate import GatedBackend
 from engram.serve.http_app import build_http_app
 from engram.serve.local_backend import LocalBackend
+from engram.serve.switch_gate import GatedBackend
 from engram.storage.embedders import Embedder
 from engram.storage.stores import Stores
 

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from engram.actors.engine_outputs import EVOLVE_TASK, EXTRACT_TASK, EvolutionOutput, ExtractionOutput
 from engram.actors.engines.base import ChatMessage, EngineError, StructuredRequest
 from engram.actors.engines.metered import MeteredEngine, metered
 from engram.actors.engines.rules import RulesEngine
-from engram.actors.tasks import EVOLVE_TASK, EXTRACT_TASK, EvolutionOutput, ExtractionOutput
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.metrics import (
     METRICS,

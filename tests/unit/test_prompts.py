@@ -7,9 +7,9 @@ from datetime import date
 
 import pytest
 
+from engram.actors.engine_outputs import EvolutionOutput, ExtractionOutput
 from engram.actors.engines.base import ChatMessage
 from engram.actors.prompts import Ownership, evolution_messages, extraction_messages
-from engram.actors.tasks import EvolutionOutput, ExtractionOutput
 
 pytestmark = pytest.mark.unit
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engram.actors.engine_outputs import EVOLVE_TASK, EXTRACT_TASK, EvolutionOutput, ExtractionOutput
 from engram.actors.engines.base import Engine, EngineError, StructuredRequest, UnsupportedTaskError
 from engram.actors.engines.rules import RulesEngine, extract
-from engram.actors.tasks import EVOLVE_TASK, EXTRACT_TASK, EvolutionOutput, ExtractionOutput
 
 pytestmark = pytest.mark.unit
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from engram.actors.engine_outputs import VALUE_SESSION_TASK, MemoryValue, SessionValuation
 from engram.actors.engines.base import EngineError, StructuredRequest
 from engram.actors.engines.rules import RulesEngine
 from engram.actors.prompts import session_value_messages
@@ -21,7 +22,6 @@ from engram.actors.session_value import (
     kept_ids,
     value_requests,
 )
-from engram.actors.tasks import VALUE_SESSION_TASK, MemoryValue, SessionValuation
 from engram.models.domain import Memory
 from engram.models.enums import Level
 from engram.models.settings import EvolutionSettings
