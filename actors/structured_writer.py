@@ -51,6 +51,7 @@ class _AlreadyFinishedError(Exception):
 class _Item:
     task_id: str
     done: asyncio.Future[None]
+    spend_attempt: bool = True
     request: AddStructuredRequest | None = None
 
 
@@ -84,9 +85,10 @@ class StructuredWriter:
         self.commits = 0
         self.tasks = 0
 
-    async def run(self, task_id: str) -> None:
-        """Process the task (from its user's mailbox); raises what its own processing raised."""
-        item = _Item(task_id, asyncio.get_running_loop().create_future())
+    async def run(self, task_id: str, *, spend_attempt: bool = True) -> None:
+        """Process the task (from its user's mailbox); raises what its own processing raised.
+        ``spend_attempt=False``: an in-process retry (``TaskRepository.start``)."""
+        item = _Item(task_id, asyncio.get_running_loop().create_future(), spend_attempt)
         self._queue.append(item)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write())
@@ -137,7 +139,8 @@ class StructuredWriter:
         async with self.service.metadata.transaction() as tx:
             ids = [item.task_id for item in group]
             tasks = await tx.tasks.get_many(ids)
-            started = await tx.tasks.start_many(ids, now)
+            spending = [item.task_id for item in group if item.spend_attempt]
+            started = await tx.tasks.start_many(ids, now, spending=spending)
             for item in group:
                 task, attempts = tasks.get(item.task_id), started[item.task_id]
                 if task is None or attempts == 0:

@@ -12,7 +12,7 @@ Failure policy: an ``EngramError`` (extraction failed, capacity full, ...) is th
 fault or a verdict, so the task ends FAILED with ``"<code> <message>"`` and nothing written. Any
 other exception (a database or vector store hiccup, a replica lost with its node, a bug) leaves the
 task unfinished: marking it FAILED would lose an accepted write, retrying at once could spin, so it
-is retried after the waits of ``retry_delays_s`` (growing; the attempt it spent is given back) and
+is retried after the waits of ``retry_delays_s`` (growing; a retry counts no attempt) and
 after those waits for the next ``resume``. ``max_attempts`` ends a task that keeps dying (a process
 death mid-task spends an attempt; it then FAILS with 50301).
 """
@@ -219,7 +219,8 @@ class WritePath:
         """Run the task; True when it is left unfinished by a passing failure (to retry)."""
         async with self.service.metadata.transaction() as tx:
             task = await tx.tasks.get(task_id)
-            attempts = await tx.tasks.start(task_id, self.service.clock()) if task is not None else 0
+            spend = self._spends_attempt(task_id)
+            attempts = await tx.tasks.start(task_id, self.service.clock(), spend_attempt=spend) if task else 0
         if task is None or attempts == 0:
             return False  # unknown, or already DONE / FAILED: a replay changes nothing
         if attempts > self.max_attempts:
@@ -245,9 +246,13 @@ class WritePath:
             return not isinstance(exc, ConnectionAbortedError)
         return False
 
+    def _spends_attempt(self, task_id: str) -> bool:
+        """Whether running ``task_id`` now counts an attempt: not for an in-process retry."""
+        return task_id not in self._retries
+
     async def _process_structured(self, task_id: str) -> bool:
         try:
-            await self.structured.run(task_id)
+            await self.structured.run(task_id, spend_attempt=self._spends_attempt(task_id))
         except ConnectionAbortedError:
             return False  # the write path stopped: the next start resumes it
         except Exception as exc:
@@ -256,19 +261,16 @@ class WritePath:
         return False
 
     async def _retry_later(self, user_id: str, task_id: str, kind: str) -> None:
-        """Queue the task again after its next wait (``retry_delays_s``), its attempt given back;
-        past the last wait it is left for the next ``resume``."""
+        """Queue the task again after its next wait (``retry_delays_s``), as a retry that counts no
+        attempt; past the last wait it is left for the next ``resume``."""
         done = self._retries.get(task_id, 0)
         if done >= len(self.retry_delays_s) or self.host.closed:
             self._retries.pop(task_id, None)
             log.warning("a %s task of user %s left unfinished for the next resume", kind, user_id)
             return
+        # The retry spends no attempt (``_spends_attempt``): no write here, so a store that refuses
+        # writes on a busy machine cannot turn passing failures into a crash loop's FAILED.
         self._retries[task_id] = done + 1
-        try:
-            async with self.service.metadata.transaction() as tx:
-                await tx.tasks.release(task_id)
-        except Exception as exc:  # the store is what failed: the retry spends the attempt
-            log.warning("could not give back a task's attempt: %s", type(exc).__name__)
 
         def retry() -> None:
             self._retry_timers.discard(timer)

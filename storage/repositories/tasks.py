@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, or_, select, update
+from sqlalchemy import and_, bindparam, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -111,27 +111,33 @@ class TaskRepository:
         # Not filled yet (a row from before migration 0008 the backfill has not reached): admin only.
         return TaskOwner(user_id, kind, app_id or "", reach or REACH_ADMIN)
 
-    async def start(self, task_id: str, at: datetime) -> int:
-        """Mark an unfinished task RUNNING and count the attempt; returns its attempts (0: none such)."""
-        await self.conn.execute(
-            update(write_tasks)
-            .where(and_(write_tasks.c.task_id == task_id, write_tasks.c.status.in_(_UNFINISHED)))
-            .values(status=TaskStatus.RUNNING.value, attempts=write_tasks.c.attempts + 1, updated_at=at)
-        )
-        query = select(write_tasks.c.attempts, write_tasks.c.status).where(write_tasks.c.task_id == task_id)
-        row = (await self.conn.execute(query)).one_or_none()
-        return int(row[0]) if row is not None and row[1] == TaskStatus.RUNNING.value else 0
+    async def start(self, task_id: str, at: datetime, *, spend_attempt: bool = True) -> int:
+        """Mark an unfinished task RUNNING and count the attempt; returns its attempts (0: none such).
 
-    async def start_many(self, task_ids: Sequence[str], at: datetime) -> dict[str, int]:
-        """``start_task`` for several tasks in two statements: each id's attempts (0: none such)."""
+        ``spend_attempt=False``: an in-process retry after a passing failure. Attempts count the
+        starts a process may have died in (the crash-loop guard); that start was counted already.
+        """
+        return (await self.start_many([task_id], at, spending=[task_id] if spend_attempt else []))[task_id]
+
+    async def start_many(
+        self, task_ids: Sequence[str], at: datetime, *, spending: Collection[str] | None = None
+    ) -> dict[str, int]:
+        """``start`` for several tasks: each id's attempts (0: none such). ``spending``: the ids that
+        count an attempt (default: all; the others are in-process retries)."""
         if not task_ids:
             return {}
         ids = list(task_ids)
-        await self.conn.execute(
-            update(write_tasks)
-            .where(and_(write_tasks.c.task_id.in_(ids), write_tasks.c.status.in_(_UNFINISHED)))
-            .values(status=TaskStatus.RUNNING.value, attempts=write_tasks.c.attempts + 1, updated_at=at)
-        )
+        counted = ids if spending is None else [tid for tid in ids if tid in spending]
+        retried = [tid for tid in ids if tid not in counted]
+        # A retry whose first start never committed (the store refused it) counts that one start.
+        at_least_one = case((write_tasks.c.attempts < 1, 1), else_=write_tasks.c.attempts)
+        for group, attempts in ((counted, write_tasks.c.attempts + 1), (retried, at_least_one)):
+            if group:
+                await self.conn.execute(
+                    update(write_tasks)
+                    .where(and_(write_tasks.c.task_id.in_(group), write_tasks.c.status.in_(_UNFINISHED)))
+                    .values(status=TaskStatus.RUNNING.value, attempts=attempts, updated_at=at)
+                )
         query = select(write_tasks.c.task_id, write_tasks.c.attempts, write_tasks.c.status).where(
             write_tasks.c.task_id.in_(ids)
         )
@@ -140,21 +146,6 @@ class TaskRepository:
             for tid, n, status in (await self.conn.execute(query)).all()
         }
         return {tid: found.get(tid, 0) for tid in ids}
-
-    async def release(self, task_id: str) -> None:
-        """Give back the attempt a running task counted: it failed for a passing reason and is
-        retried (attempts count the starts a process died in, the crash-loop guard)."""
-        await self.conn.execute(
-            update(write_tasks)
-            .where(
-                and_(
-                    write_tasks.c.task_id == task_id,
-                    write_tasks.c.status == TaskStatus.RUNNING.value,
-                    write_tasks.c.attempts > 0,
-                )
-            )
-            .values(attempts=write_tasks.c.attempts - 1)
-        )
 
     async def unfinished_among(self, task_ids: Sequence[str]) -> set[str]:
         """Which of these tasks are still unfinished (locked until the commit where that exists)."""

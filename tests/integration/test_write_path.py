@@ -489,6 +489,39 @@ async def test_a_task_whose_start_the_store_refuses_is_retried_in_process(
     await path.close()
 
 
+async def test_a_retry_needs_no_write_of_its_own_to_spend_no_attempt(
+    settings: Settings, stores: Stores, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside a CPU hog the store refused the write that gave a failed try's attempt back: each
+    passing failure then spent an attempt and a task ended FAILED, 'gave up' (#26). A retry counts
+    no attempt, with no write of its own to be refused."""
+    engine = FlakyEngine(engine_from_settings(settings.engine), failures=2)
+    service = MemoryService(
+        settings, stores.metadata, stores.vectors, stores.embedder, clock=clock, engine=engine
+    )
+    path = WritePath(service, MailboxHost(reap_every_s=0), max_attempts=1, retry_delays_s=(0.01,) * 6)
+    accepted = await path.accept_add(add_request("I live in Lisbon."))
+    original = stores.metadata.transaction
+    refused_after: set[int] = set()
+
+    @contextlib.asynccontextmanager
+    async def busy(*, readonly: bool = False, urgent: bool = False) -> AsyncIterator[MetadataTx]:
+        # The first write after each failed extraction waits past the write gate's limit.
+        if not readonly and engine.calls in (1, 2) and engine.calls not in refused_after:
+            refused_after.add(engine.calls)
+            raise WriteGateTimeoutError("waited past the write gate's limit")
+        async with original(readonly=readonly, urgent=urgent) as tx:
+            yield tx
+
+    monkeypatch.setattr(stores.metadata, "transaction", busy)
+
+    await asyncio.wait_for(until_done(path, accepted.task_id), GUARD_S)
+    assert refused_after == {1, 2} and engine.calls == 3
+    assert await attempts_of(stores.metadata, accepted.task_id) == 1
+    assert await ops(stores.metadata) == [OpType.ADD]
+    await path.close()
+
+
 async def test_past_its_retries_a_task_waits_for_the_next_resume(
     settings: Settings, stores: Stores, clock: ManualClock
 ) -> None:
@@ -505,7 +538,7 @@ async def test_past_its_retries_a_task_waits_for_the_next_resume(
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(three_calls(), GUARD_S)
-    # The first try and two retries; the retries gave their attempts back, the last one spent it.
+    # The first try and two retries; only the first try counted an attempt.
     assert engine.calls == 3
     assert (await path.task(accepted.task_id)).status is TaskStatus.RUNNING
     assert await attempts_of(stores.metadata, accepted.task_id) == 1
