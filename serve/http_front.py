@@ -106,6 +106,10 @@ def haproxy_environment(run_dir: Path, ports: FrontPorts) -> dict[str, str]:
         "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(run_dir),
         "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(run_dir / "server-state"),
         "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": str(run_dir / "metrics.sock"),
+        # Serve's default access-log target is UDP 127.0.0.1:514: HAProxy sends to it from a socket
+        # bound to every interface (seen beside a CPU hog, when it first logged), and nothing
+        # listens there on this install. A Unix socket in the run directory opens no network port.
+        "RAY_SERVE_HAPROXY_LOG_TARGET": str(run_dir / "access-log.sock"),
         "RAY_SERVE_HAPROXY_STATS_PORT": str(ports.stats),
         "RAY_SERVE_HAPROXY_METRICS_PORT": str(ports.metrics),
         "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(ports.fallback_http),

@@ -31,8 +31,15 @@ from types import FrameType
 
 from engram.models.settings import Settings, load_settings
 from engram.serve.network import is_loopback_host, joins_a_cluster, local_ray_environment, start_decision
+from engram.serve.ray_start import init_with_retries
 from engram.storage.private_files import private_umask
-from engram.storage.processes import ProcessInfo, end_processes, processes_of_run, read_process
+from engram.storage.processes import (
+    ProcessInfo,
+    descendants,
+    end_processes,
+    processes_of_run,
+    read_process,
+)
 from engram.storage.run_record import read_record, remove_record
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -133,15 +140,26 @@ def serve_until_stopped(settings: Settings, stopper: Stopper) -> int:
 
         from engram.serve.app import deploy
 
-        # Engram's metrics and Ray's and Serve's own go out on this port (docs/operations.md, Metrics).
-        ray.init(
-            # A Ray of its own unless RAY_ADDRESS names a cluster: never one that merely runs here.
-            address="local" if local else os.environ["RAY_ADDRESS"],
-            include_dashboard=False,
-            namespace="serve",
-            log_to_driver=False,
-            _metrics_export_port=settings.metrics.export_port or None,
-        )
+        def init() -> None:
+            # Engram's metrics and Ray's and Serve's own go out on this port (docs/operations.md).
+            ray.init(
+                # A Ray of its own unless RAY_ADDRESS names a cluster: never one that merely runs here.
+                address="local" if local else os.environ["RAY_ADDRESS"],
+                include_dashboard=False,
+                namespace="serve",
+                log_to_driver=False,
+                _metrics_export_port=settings.metrics.export_port or None,
+            )
+
+        if local:  # what a failed try started is this process's own: its descendants
+            init_with_retries(
+                init,
+                shutdown=ray.shutdown,
+                leftovers=lambda: descendants(os.getpid()),
+                end=end_processes,
+            )
+        else:
+            init()
         stopper.install()  # ray.init put its own SIGTERM handler (sys.exit) in place of ours
         node_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         if local and not is_loopback_host(node_ip):

@@ -135,6 +135,20 @@ def processes_of_run(
     return list(found.values())
 
 
+def descendants(pid: int, proc: Path = PROC) -> list[ProcessInfo]:
+    """Every live process below ``pid`` (children, their children, ...), parents first."""
+    children: dict[int, list[ProcessInfo]] = {}
+    for process in all_processes(proc):
+        children.setdefault(process.ppid, []).append(process)
+    found: list[ProcessInfo] = []
+    pending = [pid]
+    while pending:
+        for child in children.get(pending.pop(0), []):
+            found.append(child)
+            pending.append(child.pid)
+    return found
+
+
 def end_processes(
     processes: Iterable[ProcessInfo],
     grace_s: float = 5.0,

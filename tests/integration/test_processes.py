@@ -16,6 +16,7 @@ import pytest
 
 from engram.storage.processes import (
     RUN_ID_ENV,
+    descendants,
     end_processes,
     environment_value,
     is_alive,
@@ -151,3 +152,19 @@ def test_the_session_its_server_leads_finds_a_process_whose_environment_says_not
     # The pid recorded with another start time is another process's now: its session is not the run's.
     assert processes_of_run("run-s", leader=(leader.pid, info.start + 1)) == processes_of_run("run-s")
     end_processes(processes_of_run("run-s", leader=(leader.pid, info.start)), grace_s=1)
+
+
+def test_descendants_are_the_children_and_theirs(spawned: list[subprocess.Popen[bytes]]) -> None:
+    # A shell that starts a grandchild and waits: the failed Ray start's processes look like this.
+    child = subprocess.Popen(["sh", "-c", "sleep 600 & echo started; wait"], stdout=subprocess.PIPE)
+    spawned.append(child)
+    assert child.stdout is not None and child.stdout.readline() == b"started\n"
+    found = descendants(os.getpid())
+    shell = [p for p in found if p.pid == child.pid]
+    assert shell, found
+    grandchildren = [p for p in found if p.ppid == child.pid]
+    assert [p.name for p in grandchildren] == ["sleep"]
+    assert found.index(shell[0]) < found.index(grandchildren[0])  # parents first
+    # Only this test's own: the run's session fixtures (servers) are descendants of pytest too.
+    end_processes([*shell, *grandchildren], grace_s=5)
+    assert not [p for p in (*shell, *grandchildren) if is_alive(p)]
