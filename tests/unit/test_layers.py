@@ -65,13 +65,13 @@ def test_import_cycles_are_found_deferred_imports_included(tmp_path: Path) -> No
 def test_serve_forwards_no_attribute_through_getattr(tmp_path: Path) -> None:
     assert attribute_forwarding(ROOT) == []
     files = {
-        "serve/switch_gate.py": "class Gated:\n    def __getattr__(self, name):\n        return 1\n",
+        "serve/gate.py": "class Gated:\n    def __getattr__(self, name):\n        return 1\n",
         "serve/lazy.py": "def __getattr__(name):\n    return 2\n",
         "actors/proxy.py": "class Fine:\n    def __getattr__(self, name):\n        return 3\n",
     }
     _write_tree(tmp_path, files)
     assert attribute_forwarding(tmp_path) == [
-        "serve/switch_gate.py:2: forwards through __getattr__",
+        "serve/gate.py:2: forwards through __getattr__",
         "serve/lazy.py:1: forwards through __getattr__",
     ]
     assert main([str(tmp_path)]) == 1
