@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from engram.loadtest import bench_writes
+from engram.loadtest.run import http_front_option
 from engram.serve.cli.options import positive_int
 
 
@@ -23,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--users", type=positive_int, default=4, help="users the batches write for (1: one user's import)"
     )
     parser.add_argument("--url", help="an Engram app already running (default: start one)")
-    bench_writes.http_front_option(parser)
+    http_front_option(parser)
     args = parser.parse_args(argv)
     writes = ["--writes", "0", "--open-seconds", "0", "--batch-items", str(args.items)]
     writes += ["--batch-requests", str(args.requests), "--batch-users", str(args.users)]

@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from engram.loadtest.run import http_front_option
 from engram.serve.cli.options import positive_int
 
 V1 = "/memory/v1"
@@ -269,16 +270,6 @@ def parser() -> argparse.ArgumentParser:
         help="users the batches write for (1: every batch one user's)",
     )
     return options
-
-
-def http_front_option(options: argparse.ArgumentParser) -> None:
-    """``--http-front``: ``serve.http_front`` of the app a tool starts."""
-    options.add_argument(
-        "--http-front",
-        choices=("haproxy", "ray"),
-        default="haproxy",
-        help="serve.http_front of the app it starts (default: haproxy, as `engram serve`)",
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

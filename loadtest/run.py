@@ -247,6 +247,16 @@ def _locust(
     return figures
 
 
+def http_front_option(options: argparse.ArgumentParser) -> None:
+    """``--http-front``: ``serve.http_front`` of the app a tool starts."""
+    options.add_argument(
+        "--http-front",
+        choices=("haproxy", "ray"),
+        default="haproxy",
+        help="serve.http_front of the app it starts (default: haproxy, as `engram serve`)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m engram.loadtest.run`` (``engram loadtest``): one load test, its figures as JSON."""
     parser = argparse.ArgumentParser(prog="engram loadtest", description=run.__doc__)
@@ -259,12 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--duration", type=int, default=60, help="seconds of load")
     parser.add_argument("--url", help="an Engram app already running (default: start one, seeded)")
     parser.add_argument("--seed-cache", type=Path, help="keep seeded data here and reuse it")
-    parser.add_argument(
-        "--http-front",
-        choices=("haproxy", "ray"),
-        default="haproxy",
-        help="serve.http_front of the app started",
-    )
+    http_front_option(parser)
     args = parser.parse_args(argv)
     figures = run(
         args.users,
