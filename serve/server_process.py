@@ -37,6 +37,7 @@ from engram.storage.processes import (
     ProcessInfo,
     descendants,
     end_processes,
+    end_until_none,
     processes_of_run,
     read_process,
 )
@@ -93,12 +94,14 @@ class Stopper:
             file=sys.stderr,
             flush=True,
         )
-        end_processes(self.processes(), grace_s=0, first=signal.SIGKILL)
+        end_until_none(self.processes, grace_s=0, first=signal.SIGKILL)
         os._exit(1)
 
     def processes(self) -> list[ProcessInfo]:
-        """The run's processes but this one."""
-        return processes_of_run(self.run_id, leader=self.leader)
+        """The run's processes but this one: marked, in its session, or below it."""
+        found = {p.pid: p for p in processes_of_run(self.run_id, leader=self.leader)}
+        found.update((p.pid, p) for p in descendants(os.getpid()))
+        return list(found.values())
 
     def finished(self) -> None:
         """The stop ended within its bound."""
@@ -213,7 +216,8 @@ def _print_deploy_failure(exc: BaseException) -> None:
 
 def stop_app(settings: Settings, deadline: float) -> int:
     """Stop whatever the start reached: shards finish queued writes (extraction still up), then
-    Serve and Ray go. Every step runs even when an earlier one failed; returns 1 if any did."""
+    Serve and Ray go. Every step runs even when an earlier one failed; returns 1 if any did.
+    Prints how long each step took: a stop near its bound says which step to look at."""
     import ray
 
     if not ray.is_initialized():
@@ -223,6 +227,15 @@ def stop_app(settings: Settings, deadline: float) -> int:
     from engram.models.rules.sharding import shard_name
 
     code = 0
+    took: list[str] = []
+    began = step = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal step
+        now = time.monotonic()
+        took.append(f"{name} {now - step:.1f} s")
+        step = now
+
     shards = []
     for i in range(settings.serve.shard_count):
         with contextlib.suppress(ValueError):  # never created
@@ -235,6 +248,7 @@ def stop_app(settings: Settings, deadline: float) -> int:
         except Exception as exc:
             print(f"closing a shard failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             code = 1
+    lap("shards")
     try:
         serve.shutdown()  # type: ignore[no-untyped-call]
     except Exception as exc:
@@ -243,14 +257,21 @@ def stop_app(settings: Settings, deadline: float) -> int:
     for shard in shards:
         with contextlib.suppress(Exception):  # already gone
             ray.kill(shard)
+    lap("Serve")
     ray.shutdown()
+    lap("Ray")
+    print(
+        f"Engram stopped in {time.monotonic() - began:.1f} s ({', '.join(took)})",
+        file=sys.stderr,
+        flush=True,
+    )
     return code
 
 
 def _end_leftovers(settings: Settings, stopper: Stopper) -> None:
     """End what Ray's shutdown left of the run; with the supervisor gone, also its record and files."""
     run_id = stopper.run_id
-    left = end_processes(stopper.processes(), grace_s=3.0)
+    left = end_until_none(stopper.processes, grace_s=3.0)
     if left:
         names = ", ".join(f"{p.pid} ({p.name})" for p in left[:8])
         print(

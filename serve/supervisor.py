@@ -39,8 +39,10 @@ from engram.serve.network import joins_a_cluster
 from engram.serve.server_process import STOP_SIGNALS
 from engram.storage.processes import (
     RUN_ID_ENV,
+    ProcessInfo,
     become_subreaper,
-    end_processes,
+    descendants,
+    end_until_none,
     listening_pids,
     read_process,
 )
@@ -211,7 +213,7 @@ def _wait_for_server(signals: _Signals, record: RunRecord, bound_s: float) -> in
             left = signals.at + bound_s + FORCE_MARGIN_S - time.monotonic()
             if left <= 0 and not forced:
                 _say(f"the server did not stop within {bound_s + FORCE_MARGIN_S:g} s: killing the run")
-                end_processes(record.processes(), grace_s=0, first=signal.SIGKILL)
+                end_until_none(lambda: _run_processes(record), grace_s=0, first=signal.SIGKILL)
                 forced = True
                 continue
             timeout = max(left, 0.5)
@@ -288,8 +290,17 @@ def _run(settings: Settings, command: ServerArgv, lock: RunLock) -> int:
     return code
 
 
+def _run_processes(record: RunRecord) -> list[ProcessInfo]:
+    """Every live process of the run: those the record finds (marked, or in the server's session)
+    and every descendant of this process, which adopts the orphans of the server's tree (a process
+    that both rewrote its environment and left the session is found only so)."""
+    found = {p.pid: p for p in record.processes()}
+    found.update((p.pid, p) for p in descendants(os.getpid()))
+    return list(found.values())
+
+
 def _clean_up(data_dir: Path, record: RunRecord, front: LocalFront | None) -> None:
-    left = end_processes(record.processes(), grace_s=3.0)
+    left = end_until_none(lambda: _run_processes(record), grace_s=3.0)
     if left:
         names = ", ".join(f"{p.pid} ({p.name})" for p in left[:8])
         _say(f"ended {len(left)} process(es) the server left: {names}")

@@ -174,6 +174,27 @@ def end_processes(
     return targets
 
 
+def end_until_none(
+    find: Callable[[], Iterable[ProcessInfo]],
+    grace_s: float = 5.0,
+    *,
+    first: signal.Signals = signal.SIGTERM,
+    rounds: int = 5,
+) -> list[ProcessInfo]:
+    """End what ``find`` returns, then look again, until it finds nothing alive or ``rounds`` pass;
+    every process that was ended. One look is not enough: a process forked (a worker the raylet was
+    starting) between the look and the signal is not in it."""
+    ended: dict[int, ProcessInfo] = {}
+    for _ in range(rounds):
+        batch = [p for p in find() if p.pid not in ended or ended[p.pid].start != p.start]
+        batch = [p for p in batch if is_alive(p)]
+        if not batch:
+            break
+        ended.update((p.pid, p) for p in end_processes(batch, grace_s, first=first))
+        grace_s, first = 0.0, signal.SIGKILL  # a process that outlived one round gets no more grace
+    return list(ended.values())
+
+
 def _signal(process: ProcessInfo, sig: signal.Signals) -> None:
     # Checked just before: the pid is still that process (a reused pid has another start time).
     if is_alive(process):

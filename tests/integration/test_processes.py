@@ -18,6 +18,7 @@ from engram.storage.processes import (
     RUN_ID_ENV,
     descendants,
     end_processes,
+    end_until_none,
     environment_value,
     is_alive,
     listening_pids,
@@ -168,3 +169,22 @@ def test_descendants_are_the_children_and_theirs(spawned: list[subprocess.Popen[
     # Only this test's own: the run's session fixtures (servers) are descendants of pytest too.
     end_processes([*shell, *grandchildren], grace_s=5)
     assert not [p for p in (*shell, *grandchildren) if is_alive(p)]
+
+
+def test_what_starts_while_a_run_is_ended_is_ended_too(spawned: list[subprocess.Popen[bytes]]) -> None:
+    # The raylet starts a worker between the look and the signal: the next look finds it.
+    first = _marked_child("run-forking")
+    spawned.append(first)
+    late: list[subprocess.Popen[bytes]] = []
+
+    def find() -> list:  # type: ignore[type-arg]
+        found = processes_marked(RUN_ID_ENV, "run-forking")
+        if not late:  # the first look misses the late one: it starts after
+            late.append(_marked_child("run-forking"))
+            spawned.append(late[0])
+        return found
+
+    ended = end_until_none(find, grace_s=0.5)
+    assert {p.pid for p in ended} == {first.pid, late[0].pid}
+    assert first.wait(timeout=10) == -signal.SIGKILL and late[0].wait(timeout=10) == -signal.SIGKILL
+    assert end_until_none(find, grace_s=0.5) == []

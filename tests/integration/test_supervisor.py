@@ -123,6 +123,19 @@ def test_a_server_that_leaves_a_process_behind_has_it_ended_by_the_supervisor(
     assert not _gone_within(marked, 5)
 
 
+def test_a_process_of_the_run_without_its_marker_or_its_session_is_ended_all_the_same(
+    tmp_path: Path, runs: list[Supervised]
+) -> None:
+    # Orphaned when the server exits, it is the supervisor's (a subreaper) to end: its ancestry says so.
+    run, _, marked = _listening(runs, tmp_path / "data", "hidden")
+    hidden = read_process(int((run.data_dir / "hidden").read_text()))
+    assert hidden is not None and hidden.pid not in {p.pid for p in marked}
+    os.kill(run.process.pid, signal.SIGTERM)
+    assert run.wait() == 0, run.output.text()
+    assert "ended 1 process(es) the server left" in run.output.text()
+    assert not _gone_within([hidden], 5)
+
+
 def test_a_server_that_never_stops_is_killed_past_the_bound(tmp_path: Path, runs: list[Supervised]) -> None:
     run, _, marked = _listening(runs, tmp_path / "data", "stubborn")
     began = time.monotonic()

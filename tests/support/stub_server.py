@@ -6,7 +6,9 @@ find. ``--mode``:
 
 - ``obedient``: stops on the first signal, ends its leftovers, exits 0;
 - ``careless``: stops on the first signal but leaves the grandchild for the supervisor to end;
-- ``stubborn``: ignores SIGTERM (a server wedged in its stop).
+- ``stubborn``: ignores SIGTERM (a server wedged in its stop);
+- ``hidden``: as careless, but the grandchild carries no marker (as a Ray agent that wrote over its
+  environment): only its ancestry makes it the run's. Its pid is written to ``<data_dir>/hidden``.
 
 Each signal it receives is appended to ``<data_dir>/signals`` so a test can count them.
 """
@@ -28,7 +30,7 @@ from engram.serve.server_process import Stopper, StopRequested, _end_leftovers, 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--parent-fd", type=int, required=True)
-    parser.add_argument("--mode", choices=("obedient", "careless", "stubborn"), required=True)
+    parser.add_argument("--mode", choices=("obedient", "careless", "stubborn", "hidden"), required=True)
     parser.add_argument("--data-dir", type=Path, required=True)
     args = parser.parse_args()
     settings = Settings(storage={"data_dir": args.data_dir}, serve={"stop_grace_s": 0, "stop_timeout_s": 9})
@@ -44,7 +46,12 @@ def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
     watch_parent(args.parent_fd)
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    env = dict(os.environ)
+    if args.mode == "hidden":
+        env.pop("ENGRAM_RUN_ID")
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    grandchild = subprocess.Popen(sleeper, start_new_session=True, env=env)
+    (args.data_dir / "hidden").write_text(str(grandchild.pid))
     try:
         # Inside the try, as in the real server: a stop signal can arrive the moment it is printed.
         print("Engram listens on stub", flush=True)

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from engram.models.settings import AutoscalingSettings, Settings
+from engram.models.settings import STOP_RESERVE_S, AutoscalingSettings, Settings
 from engram.serve.app import build_app, build_recall_app
 from engram.serve.extraction import extraction_options
-from engram.serve.scaling import replica_options
+from engram.serve.scaling import REPLICA_STOP, replica_options
 
 pytestmark = pytest.mark.unit
 
@@ -21,9 +21,9 @@ def _config(app: Any) -> Any:
 
 def test_autoscaling_replaces_the_fixed_count() -> None:
     scaling = AutoscalingSettings(min_replicas=1, max_replicas=3, target_ongoing_requests=5)
-    assert replica_options(scaling, 2) == {"autoscaling_config": scaling.serve_config()}
-    assert replica_options(None, 2) == {"num_replicas": 2}
-    assert replica_options(None) == {}
+    assert replica_options(scaling, 2) == {"autoscaling_config": scaling.serve_config(), **REPLICA_STOP}
+    assert replica_options(None, 2) == {"num_replicas": 2, **REPLICA_STOP}
+    assert replica_options(None) == REPLICA_STOP
     assert set(scaling.serve_config()) == {
         "min_replicas",
         "max_replicas",
@@ -83,3 +83,14 @@ def test_extraction_and_ingress_scale_as_the_settings_say() -> None:
     assert fixed["num_replicas"] == 3 and "autoscaling_config" not in fixed
     # The default ingress is one fixed replica: its rate limits are per replica.
     assert _config(build_app(Settings())).autoscaling_config is None
+
+
+def test_every_replica_stops_within_what_the_stop_leaves_serve() -> None:
+    # Serve's own defaults (20 s) could outlast serve.stop_timeout_s: every deployment says less.
+    settings = Settings()
+    ingress = build_app(settings)
+    bound: Any = ingress._bound_deployment
+    configs = [_config(ingress), _config(bound.init_args[1]), _config(build_recall_app(settings))]
+    for config in configs:
+        wait = config.graceful_shutdown_timeout_s + config.graceful_shutdown_wait_loop_s
+        assert wait < STOP_RESERVE_S / 2, config
