@@ -24,7 +24,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -87,6 +87,7 @@ class WritePath:
         self.max_attempts = max_attempts
         self.retry_delays_s = tuple(retry_delays_s)
         self._retries: dict[str, int] = {}  # task id -> in-process retries so far
+        self._queued: set[str] = set()  # task ids on a mailbox here, from schedule to their run's end
         self._retry_timers: set[asyncio.TimerHandle] = set()
         self._resume_page = resume_page
         # Task kinds added by other layers (export): the handler runs on the mailbox and finishes the task.
@@ -166,6 +167,7 @@ class WritePath:
                 passing_failure = True
             finally:
                 self._count_pending(-1)
+                self._queued.discard(task_id)
                 self.changed(user_id)
             if passing_failure:
                 await self._retry_later(user_id, task_id, kind)
@@ -173,10 +175,12 @@ class WritePath:
                 self._retries.pop(task_id, None)
 
         self._count_pending(+1)
+        self._queued.add(task_id)
         try:
             self.host.submit_nowait(user_id, run)
         except MailboxClosedError:
             self._count_pending(-1)
+            self._queued.discard(task_id)
             # The task is committed, so it is not lost: the next start's resume() picks it up.
             log.info("a write task of kind %s recorded while shutting down resumes on the next start", kind)
 
@@ -262,11 +266,11 @@ class WritePath:
 
     async def _retry_later(self, user_id: str, task_id: str, kind: str) -> None:
         """Queue the task again after its next wait (``retry_delays_s``), as a retry that counts no
-        attempt; past the last wait it is left for the next ``resume``."""
+        attempt; past the last wait it is left for the next ``rescan`` or ``resume``."""
         done = self._retries.get(task_id, 0)
         if done >= len(self.retry_delays_s) or self.host.closed:
             self._retries.pop(task_id, None)
-            log.warning("a %s task of user %s left unfinished for the next resume", kind, user_id)
+            log.warning("a %s task of user %s left unfinished for the next rescan", kind, user_id)
             return
         # The retry spends no attempt (``_spends_attempt``): no write here, so a store that refuses
         # writes on a busy machine cannot turn passing failures into a crash loop's FAILED.
@@ -380,6 +384,29 @@ class WritePath:
                 break
             after = (page[-1].created_at, page[-1].task_id)
         log.info("resumed %d unfinished write tasks", queued)
+        return queued
+
+    async def rescan(self, owns: Callable[[str], bool] | None = None, settle_s: float = 10.0) -> int:
+        """Queue every unfinished task (of the users ``owns`` accepts) that no mailbox here holds and
+        no retry waits for, created over ``settle_s`` ago; returns how many. What this finds was
+        acknowledged and then missed: by an incarnation of the shard that was already replaced when
+        it acknowledged (a lost node), or left past its last in-process retry."""
+        before = self.service.clock() - timedelta(seconds=settle_s)
+        queued = 0
+        after: tuple[datetime, str] | None = None
+        while True:
+            async with self.service.metadata.transaction() as tx:
+                page = await tx.tasks.unfinished_refs(before, self._resume_page, after=after)
+            for ref in page:
+                known = ref.task_id in self._queued or ref.task_id in self._retries
+                if not known and (owns is None or owns(ref.user_id)):
+                    self.schedule(ref.user_id, ref.task_id, ref.kind)
+                    queued += 1
+            if len(page) < self._resume_page:
+                break
+            after = (page[-1].created_at, page[-1].task_id)
+        if queued:
+            log.warning("re-queued %d unfinished write tasks that no mailbox held", queued)
         return queued
 
     async def drain(self) -> None:

@@ -303,6 +303,10 @@ class ServeSettings(BaseModel):
     # past it whatever still runs is killed. Below the 30 s that Kubernetes and most supervisors
     # wait before their own SIGKILL; the shards' grace must leave Serve and Ray time to stop.
     stop_timeout_s: float = Field(20.0, gt=0)
+    # How often a shard looks for unfinished tasks that none of its mailboxes holds (one acknowledged
+    # by an incarnation already replaced, as on a lost node; one past its last retry) and queues
+    # them; 0 turns the rescan off (such a task then waits for the next start).
+    task_rescan_s: float = Field(30.0, ge=0)
     # Engram's memory tools for agents over MCP (streamable HTTP at /mcp on the ingress).
     mcp: bool = True
 

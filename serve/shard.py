@@ -51,6 +51,7 @@ class Shard:
         self._stores: Stores | None = None
         self._recall_vectors: ArchiveBackedVectors | None = None
         self._slots: asyncio.Semaphore | None = None
+        self._rescans: asyncio.Task[None] | None = None
 
     async def backend(self) -> LocalBackend:
         """The shard's backend, opening the stores and resuming unfinished tasks on first use."""
@@ -77,9 +78,22 @@ class Shard:
         write_path = WritePath(service, shard=self.index)
         # Built before resuming: it registers the task kinds (export) that resumed tasks may have.
         backend = LocalBackend(service, write_path, lifecycle)
-        count = self.settings.serve.shard_count
-        await write_path.resume(owns=lambda user_id: shard_of(user_id, count) == self.index)
+        await write_path.resume(owns=self._owns)
+        if self.settings.serve.task_rescan_s > 0:
+            self._rescans = asyncio.create_task(self._rescan_forever(write_path))
         return backend
+
+    def _owns(self, user_id: str) -> bool:
+        return shard_of(user_id, self.settings.serve.shard_count) == self.index
+
+    async def _rescan_forever(self, write_path: WritePath) -> None:
+        """Queue what no mailbox holds, every ``serve.task_rescan_s`` (``WritePath.rescan``)."""
+        while True:
+            await asyncio.sleep(self.settings.serve.task_rescan_s)
+            try:
+                await write_path.rescan(owns=self._owns)
+            except Exception as exc:  # the next round tries again; a store may be busy
+                log.warning("shard %d: the task rescan failed: %s", self.index, type(exc).__name__)
 
     async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors (archived ones from the cold archive), for snapshots built in other processes."""
@@ -141,6 +155,7 @@ class Shard:
             except Exception as exc:  # a start that failed left nothing to finish
                 log.warning("shard %d closing after a failed start: %s", self.index, type(exc).__name__)
             else:
+                await self._stop_rescans()
                 closing = asyncio.ensure_future(backend.write_path.close())
                 done, _ = await asyncio.wait({closing}, timeout=self.settings.serve.stop_grace_s)
                 if not done:
@@ -162,6 +177,12 @@ class Shard:
         if self._stores is not None:
             stores, self._stores = self._stores, None
             await stores.close()
+
+    async def _stop_rescans(self) -> None:
+        if self._rescans is not None:
+            self._rescans.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rescans
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)

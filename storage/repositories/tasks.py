@@ -33,6 +33,16 @@ class TaskOutcome:
     error: str | None
 
 
+@dataclass(frozen=True)
+class UnfinishedRef:
+    """An unfinished task as a rescan needs it: which, whose, what kind; no payload to decrypt."""
+
+    task_id: str
+    user_id: str
+    kind: str
+    created_at: datetime
+
+
 class TaskRepository:
     """The ``write_tasks`` table within one transaction."""
 
@@ -230,6 +240,27 @@ class TaskRepository:
             )
         )
         await self.conn.execute(statement, values)
+
+    async def unfinished_refs(
+        self, before: datetime, limit: int = 1000, *, after: tuple[datetime, str] | None = None
+    ) -> list[UnfinishedRef]:
+        """PENDING or RUNNING tasks created before ``before``, oldest first, without their payloads;
+        ``after`` (created_at, task_id) pages on."""
+        conditions: list[ColumnElement[bool]] = [
+            write_tasks.c.status.in_(_UNFINISHED),
+            write_tasks.c.created_at < before,
+        ]
+        if after is not None:
+            conditions.append(keyset_after(write_tasks.c.created_at, write_tasks.c.task_id, after))
+        columns = (write_tasks.c.task_id, write_tasks.c.user_id, write_tasks.c.kind, write_tasks.c.created_at)
+        query = (
+            select(*columns)
+            .where(and_(*conditions))
+            .order_by(write_tasks.c.created_at, write_tasks.c.task_id)
+            .limit(limit)
+        )
+        rows = (await self.conn.execute(query)).all()
+        return [UnfinishedRef(row[0], row[1], row[2], row[3]) for row in rows]
 
     async def unfinished(
         self, limit: int = 1000, *, after: tuple[datetime, str] | None = None

@@ -551,6 +551,41 @@ async def test_past_its_retries_a_task_waits_for_the_next_resume(
     await restarted.close()
 
 
+async def test_a_rescan_queues_what_no_mailbox_holds_and_nothing_twice(
+    settings: Settings, stores: Stores, clock: ManualClock
+) -> None:
+    service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, clock=clock)
+    path = WritePath(service, MailboxHost(reap_every_s=0))
+    # Acknowledged by an incarnation of the shard that was already replaced: no mailbox holds it.
+    orphan = _task("u1", clock.now - timedelta(seconds=60))
+    held = _task("u1", clock.now - timedelta(seconds=60))
+    fresh = _task("u1", clock.now)  # being accepted right now: its own schedule is on the way
+    elsewhere = _task("u2", clock.now - timedelta(seconds=60))  # another shard's user
+    held.payload = add_request(FACTS[1]).model_dump(mode="json")
+    async with stores.metadata.transaction() as tx:
+        for task in (orphan, held, fresh, elsewhere):
+            await tx.tasks.insert(task)
+    release = asyncio.Event()
+    path.host.submit_nowait("u1", release.wait)  # u1's mailbox is busy: ``held`` waits in it
+    path.schedule("u1", held.task_id, held.kind)
+
+    assert await path.rescan(owns=lambda user: user == "u1", settle_s=10) == 1
+    release.set()
+    await asyncio.wait_for(path.drain(), GUARD_S)
+    assert (await path.task(orphan.task_id)).status is TaskStatus.DONE
+    assert (await path.task(held.task_id)).status is TaskStatus.DONE
+    assert await attempts_of(stores.metadata, held.task_id) == 1, "held was queued once, not twice"
+    assert (await path.task(fresh.task_id)).status is TaskStatus.PENDING
+    assert (await path.task(elsewhere.task_id)).status is TaskStatus.PENDING
+    assert await path.rescan(owns=lambda user: user == "u1", settle_s=10) == 0
+
+    clock.advance(seconds=11)  # settled, and still held by no mailbox: queued
+    assert await path.rescan(owns=lambda user: user == "u1", settle_s=10) == 1
+    await asyncio.wait_for(path.drain(), GUARD_S)
+    assert (await path.task(fresh.task_id)).status is TaskStatus.DONE
+    await path.close()
+
+
 async def test_async_add_structured_completes_its_task(write_path: WritePath, stores: Stores) -> None:
     accepted = await write_path.accept_structured(structured("Collects vinyl records", sync=False))
     assert isinstance(accepted, TaskAccepted)
