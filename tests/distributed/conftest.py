@@ -25,11 +25,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from engram.models.settings import Settings, load_settings
+from engram.serve.ray_start import init_with_retries
 from engram.storage.milvus_server import MilvusServerProcess, start_milvus_server
+from engram.storage.processes import end_processes
 from tests.conftest import POSTGRES_URL
 from tests.e2e.conftest import RunningApp
 from tests.support.machine_lock import machine_lock
 from tests.support.net import free_port
+from tests.support.processes import started_since
 
 DATABASE = os.environ.get("ENGRAM_TEST_DISTRIBUTED_DB", "engram_distributed")
 SHARDS = 4  # cluster/distributed.yaml's serve.shard_count (checked when the app starts)
@@ -103,7 +106,6 @@ def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distribute
 def _run_profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistributedCluster]:
     import ray
     from ray import serve
-    from ray.cluster_utils import Cluster
 
     from engram.serve.app import deploy
 
@@ -118,11 +120,8 @@ def _run_profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distribut
         # environment (storage.key_provider: secret), as a Kubernetes Secret would be.
         key_env = "ENGRAM_MASTER_KEY"
         os.environ[key_env] = base64.b64encode(secrets.token_bytes(32)).decode()
-        cluster = Cluster()
+        cluster, worker = _start_cluster()
         undo.callback(cluster.shutdown)
-        cluster.add_node(num_cpus=NODE_CPUS, include_dashboard=False, wait=False)  # the head
-        worker = cluster.add_node(num_cpus=NODE_CPUS, wait=False)
-        cluster.wait_for_nodes(timeout=NODE_START_S)
         settings = distributed_settings(root / "data", database_url, milvus.uri, free_port())
         autoscaling = settings.serve.recall_autoscaling
         assert settings.serve.shard_count == SHARDS and settings.storage.key_provider == "secret"
@@ -144,6 +143,36 @@ def _run_profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distribut
             RunningApp(f"http://127.0.0.1:{settings.serve.port}", settings),
             key_env,
         )
+
+
+def _start_cluster() -> tuple[Any, Any]:
+    """The 2-node cluster (head, worker); started again when a node timed out starting on a busy
+    machine (as ``engram serve`` does, serve/ray_start.py), ending that try's processes but
+    never the Milvus server."""
+    from ray.cluster_utils import Cluster
+
+    tries: list[Any] = []
+    started: list[Any] = []
+
+    def start() -> None:
+        cluster = Cluster()
+        tries.append(cluster)
+        started.clear()
+        cluster.add_node(num_cpus=NODE_CPUS, include_dashboard=False, wait=False)  # the head
+        started.append(cluster.add_node(num_cpus=NODE_CPUS, wait=False))
+        cluster.wait_for_nodes(timeout=NODE_START_S)
+
+    leftovers = started_since()  # never the Milvus server, started before
+    try:
+        init_with_retries(
+            start, shutdown=lambda: tries[-1].shutdown(), leftovers=leftovers, end=end_processes
+        )
+    except BaseException:
+        if tries:
+            tries[-1].shutdown()
+        end_processes(leftovers(), grace_s=2.0)
+        raise
+    return tries[-1], started[0]
 
 
 def _shutdown_serve() -> None:

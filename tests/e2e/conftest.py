@@ -13,7 +13,10 @@ import pytest
 
 from engram.models.settings import Settings
 from engram.serve.http_front import prepare_local_front
+from engram.serve.ray_start import init_with_retries
+from engram.storage.processes import end_processes
 from tests.support.net import free_port
+from tests.support.processes import started_since
 
 
 @dataclass
@@ -54,16 +57,22 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
         undo.callback(front.close)
         # As many CPUs as the machines this runs on (2): replicas must fit there too.
         metrics_port = free_port()
-        ray.init(
-            # Always a Ray of its own: never a cluster another run started here (tests/distributed).
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            namespace="serve",
-            _metrics_export_port=metrics_port,
-        )
+
+        def start_ray() -> None:
+            ray.init(
+                # Always a Ray of its own: never a cluster another run started here (tests/distributed).
+                address="local",
+                num_cpus=2,
+                include_dashboard=False,
+                log_to_driver=False,
+                namespace="serve",
+                _metrics_export_port=metrics_port,
+            )
+
+        # As engram serve does (serve/ray_start.py): a node that timed out starting on a busy
+        # machine is ended (what came below this process since) and started again.
         undo.callback(ray.shutdown)
+        init_with_retries(start_ray, shutdown=ray.shutdown, leftovers=started_since(), end=end_processes)
         undo.callback(_kill_shards, settings)
         undo.callback(serve.shutdown)
         serve.start(http_options={"host": "127.0.0.1", "port": settings.serve.port})
