@@ -407,14 +407,12 @@ class MemoryService:
 
     async def recall(self, request: RecallRequest) -> RecallResponse:
         """The most relevant visible memories (R1-R6); hit bookkeeping runs after the answer (R4)."""
-        outcome = await self.recaller.recall(request)
-        if outcome.hit_ids:
-            task = asyncio.create_task(
-                self.record_recall_hits(request.user_id, outcome.hit_ids, self.clock())
-            )
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-        return outcome.response
+        return await self.recaller.recall(request, hits=self._record_hits_in_background)
+
+    def _record_hits_in_background(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
+        task = asyncio.create_task(self.record_recall_hits(user_id, memory_ids, at))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def record_recall_hits(self, user_id: str, memory_ids: Sequence[str], at: datetime) -> None:
         """R4: count the hit, reset the decay clock and recover weight up to the type's initial."""

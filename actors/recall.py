@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,6 +31,11 @@ from engram.models.settings import RecallSettings, Settings
 from engram.storage.embedders import Embedder
 from engram.storage.metadata import MetadataStore
 from engram.storage.quick_reads import open_quick_reader
+
+# Where a recall's hit bookkeeping (R4) goes, called with (user id, ids of the memories hit, when)
+# once the answer is ready and never awaited: each process queues it its own way (the shard on the
+# user's mailbox, a Recall replica in a buffer for the shard, a bare MemoryService in the background).
+HitSink = Callable[[str, Sequence[str], datetime], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +70,9 @@ class Recaller:
         )
         self.profiles = Profiles(settings, metadata, clock)
 
-    async def recall(self, request: RecallRequest) -> RecallOutcome:
-        """Run the pipeline within the request's timeout; past it, fail with 50401 (R5)."""
+    async def recall(self, request: RecallRequest, hits: HitSink) -> RecallResponse:
+        """Run the pipeline within the request's timeout (past it, fail with 50401: R5); the ids
+        the answer hit go to ``hits``."""
         timeout_ms = request.timeout_ms or self.settings.recall.timeout_ms
         started = time.perf_counter()
         outcome = "error"
@@ -79,7 +85,9 @@ class Recaller:
                     response = result.response.model_copy(update={"profile": profile})
                     result = RecallOutcome(response, result.hit_ids)
             outcome = "hit" if result.response.hit else "miss"
-            return result
+            if result.hit_ids:
+                hits(request.user_id, result.hit_ids, self._clock())
+            return result.response
         except TimeoutError as exc:
             outcome = "timeout"
             raise EngramError(

@@ -25,8 +25,6 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from engram.actors.memory_service import MemoryService
-from engram.actors.write_path import WritePath
 from engram.loadtest.poisoning_cases import BENIGN, POISONING, Case
 from engram.loadtest.sensitive_cases import SENSITIVE
 from engram.models.api import (
@@ -45,6 +43,7 @@ from engram.models.errors import EngramError
 from engram.models.quarantine import QuarantineListRequest
 from engram.models.settings import Settings
 from engram.serve.local_backend import LocalBackend
+from engram.serve.memory_core import build_core
 from engram.storage.stores import open_stores
 
 MAX_FALSE_POSITIVE_RATE = 0.05
@@ -157,9 +156,9 @@ async def measure(data_dir: Path, settings: Settings | None = None) -> Figures:
     settings.storage.data_dir = data_dir
     settings.recall.timeout_ms = 60_000
     stores = await open_stores(settings)
-    service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder)
-    write_path = WritePath(service)
-    backend = LocalBackend(service, write_path)
+    core = build_core(settings, stores)
+    service, write_path = core.service, core.write_path
+    backend = LocalBackend(core)
     try:
         held, recalled, false_positives = await _poisoning(backend)
         leaked = await _sensitive(backend)

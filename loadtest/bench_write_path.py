@@ -18,10 +18,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from engram.actors.memory_service import MemoryService
-from engram.actors.write_path import WritePath
 from engram.models.api import AddStructuredRequest
 from engram.models.settings import Settings
+from engram.serve.memory_core import build_core
 from engram.storage.stores import open_stores
 
 
@@ -38,8 +37,8 @@ async def bench(writes: int, callers: int, users: int, batch: int) -> dict[str, 
     """Run the benchmark on fresh stores in a temporary directory."""
     settings = Settings(storage={"data_dir": tempfile.mkdtemp(prefix="engram-bench-")})
     stores = await open_stores(settings)
-    service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder)
-    write_path = WritePath(service)
+    core = build_core(settings, stores)
+    service, write_path = core.service, core.write_path
     try:
         await write_path.accept_structured(_request(-1, users))  # weights loaded, tables warm
         await write_path.drain()

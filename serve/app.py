@@ -30,7 +30,6 @@ from ray.serve.handle import DeploymentHandle
 from engram.actors.hit_buffer import HitBuffer, RecallHits
 from engram.actors.recall import Recaller
 from engram.models.api import RecallRequest, RecallResponse
-from engram.models.domain import utcnow
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.privacy import ExportDownloadRequest, MemoryAppsRequest
 from engram.models.rules.sharding import shard_of
@@ -42,6 +41,7 @@ from engram.serve.extraction import ExtractionDeployment, extraction_options
 from engram.serve.handle_lookup import LazyDeploymentHandle
 from engram.serve.heap import freeze_long_lived
 from engram.serve.http_app import RECALL_PATH, build_http_app
+from engram.serve.memory_core import build_recaller
 from engram.serve.metrics import install_ray_metrics
 from engram.serve.network import start_decision
 from engram.serve.operation_methods import OperationMethods
@@ -54,10 +54,8 @@ from engram.serve.settings_update import apply_overrides
 from engram.serve.shard import ShardActor, shard_options
 from engram.serve.sweep_scheduler import start_scheduler
 from engram.serve.switch_gate import GatedBackend
-from engram.storage.database import create_engine
 from engram.storage.embedders import build_embedder
-from engram.storage.keyring import keyring_for, master_key_check
-from engram.storage.metadata import MetadataStore
+from engram.storage.keyring import master_key_check
 from engram.storage.switch_reader import SwitchReader
 
 log = logging.getLogger(__name__)
@@ -196,27 +194,15 @@ class RecallDeployment:
     def _get(self) -> Recaller:
         # Engines are created lazily on the replica's own event loop (DESIGN, Ray facts).
         if self._recaller is None:
-            storage = self.settings.storage
-            metadata = MetadataStore(
-                create_engine(
-                    storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms
-                ),
-                keyring_for(storage),
-            )
-            self._recaller = Recaller(
-                self.settings, metadata, _ShardVectors(self._shards), self._embedder, utcnow
-            )
+            self._recaller = build_recaller(self.settings, _ShardVectors(self._shards), self._embedder)
         return self._recaller
 
     async def recall(self, request: RecallRequest) -> RecallResponse | EngramError:
         """The answer, or the expected error as a value (``ray_backend.unwrap`` raises it)."""
         try:
-            outcome = await self._get().recall(request)
+            return await self._get().recall(request, hits=self._hit_buffer().add)
         except EngramError as exc:
             return exc
-        if outcome.hit_ids:
-            self._hit_buffer().add(request.user_id, outcome.hit_ids, utcnow())
-        return outcome.response
 
     def _hit_buffer(self) -> HitBuffer:
         if self._hits is None:

@@ -1,4 +1,4 @@
-"""The backend of one process, the service behind every operation: a MemoryService and its WritePath.
+"""The backend of one process, the service behind every operation: a memory core (serve/memory_core.py).
 
 Used by tests through the real FastAPI app, and by each Serve shard behind handles: writes go
 through the user's mailbox (serialised, durable), reads straight to the stores. ``call`` runs the
@@ -9,17 +9,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar, cast
 
-from engram.actors.compression import EngineSummarizer
-from engram.actors.memory_service import MemoryService
-from engram.actors.privacy import KIND_EXPORT, PrivacyService
-from engram.actors.profile import ProfileRefresher
-from engram.actors.quarantine import QuarantineService
-from engram.actors.session_close import SessionCloser
+from engram.actors.privacy import KIND_EXPORT
 from engram.actors.views import memory_view
-from engram.actors.write_path import WritePath
-from engram.lifecycle.archive import build_archive
-from engram.lifecycle.compression import Compressor
-from engram.lifecycle.context import LifecycleStores
 from engram.lifecycle.restore import restore_memory
 from engram.models.api import (
     AddRequest,
@@ -59,6 +50,7 @@ from engram.models.quarantine import (
     QuarantinePage,
     QuarantineResult,
 )
+from engram.serve.memory_core import MemoryCore
 from engram.serve.operations import Operation
 from engram.serve.privacy_backend import LocalPrivacyHelpers
 
@@ -67,47 +59,19 @@ Res = TypeVar("Res")
 
 
 class LocalBackend(LocalPrivacyHelpers):
-    """``EngramBackend`` over one MemoryService; recall-hit bookkeeping goes through the mailbox (R4)."""
+    """``EngramBackend`` over one process's memory core (serve/memory_core.py); recall-hit
+    bookkeeping goes through the mailbox (R4)."""
 
-    def __init__(
-        self, service: MemoryService, write_path: WritePath, lifecycle: LifecycleStores | None = None
-    ) -> None:
-        self.service = service
-        self.write_path = write_path
-        self.lifecycle = lifecycle or LifecycleStores(
-            service.settings,
-            service.metadata,
-            service.vectors,
-            service.embedder,
-            build_archive(service.settings),
-        )
-        # Compression (L5) lives in lifecycle, the engine in actors: the summary is wired here.
-        if self.lifecycle.summarize is None:
-            self.lifecycle.summarize = EngineSummarizer(service.ingestor.engine, service.settings.evolution)
-        compressor = Compressor(self.lifecycle)
-        self.session_closer = SessionCloser(
-            service,
-            compress=lambda user_id, app_ids: compressor.compress_user(
-                user_id, service.clock(), app_ids=app_ids
-            ),
-        )
-        # The profile (L7) is rebuilt after writes, once the shard's pending write tasks are done:
-        # a refresh reads and decrypts every memory of the user, too much to pay on every write.
-        self.profiles = service.recaller.profiles
-        self.profile_refresher = ProfileRefresher(
-            self.profiles,
-            write_path.host,
-            busy=lambda: write_path.pending_tasks > 0,
-            max_delay_s=service.settings.profile.refresh_max_delay_s,
-        )
-        write_path.on_change = self.profile_refresher.changed
-        self.attach_privacy(PrivacyService(service, self.lifecycle.archive))
-        self.quarantine = QuarantineService(service)
-
-    def attach_privacy(self, privacy: PrivacyService) -> None:
-        """Use ``privacy`` and let the write path run export tasks (call before any task resumes)."""
-        self.privacy = privacy
-        self.write_path.handlers[KIND_EXPORT] = privacy.run_export
+    def __init__(self, core: MemoryCore) -> None:
+        self.core = core
+        self.service = core.service
+        self.write_path = core.write_path
+        self.lifecycle = core.lifecycle
+        self.profiles = core.profiles
+        self.profile_refresher = core.profile_refresher
+        self.session_closer = core.session_closer
+        self.privacy = core.privacy
+        self.quarantine = core.quarantine
 
     async def call(self, op: Operation[Any, Res], request: Any) -> Res:
         """Run the method named like ``op`` (every table operation has one: tests/unit/test_operations.py)."""
@@ -123,10 +87,7 @@ class LocalBackend(LocalPrivacyHelpers):
         return await self.write_path.accept_structured(request)
 
     async def recall(self, request: RecallRequest) -> RecallResponse:
-        outcome = await self.service.recaller.recall(request)
-        if outcome.hit_ids:
-            self.write_path.record_recall_hits(request.user_id, outcome.hit_ids, self.service.clock())
-        return outcome.response
+        return await self.service.recaller.recall(request, hits=self.write_path.record_recall_hits)
 
     async def batch_add_structured(self, request: BatchAddStructuredRequest) -> BatchAddResult | TaskAccepted:
         return await self.write_path.accept_structured_batch(request)

@@ -20,11 +20,9 @@ import numpy as np
 import ray
 
 from engram.actors.hit_buffer import RecallHits
-from engram.actors.memory_service import MemoryService
 from engram.actors.write_path import WritePath
 from engram.lifecycle.archive import build_archive
 from engram.lifecycle.archive_vectors import ArchiveBackedVectors
-from engram.lifecycle.context import LifecycleStores
 from engram.lifecycle.plan import SweepCounts
 from engram.lifecycle.reembed import ReembedCounts, reembed_user
 from engram.lifecycle.sweeps import Sweeper, each_user, sweep_users
@@ -33,6 +31,7 @@ from engram.models.settings import Settings
 from engram.serve.extraction import extraction_engine
 from engram.serve.heap import freeze_long_lived
 from engram.serve.local_backend import LocalBackend
+from engram.serve.memory_core import build_core
 from engram.serve.metrics import install_ray_metrics
 from engram.serve.operation_methods import OperationMethods
 from engram.serve.settings_update import apply_overrides
@@ -63,21 +62,19 @@ class Shard:
     async def _start(self) -> LocalBackend:
         self._stores = await open_stores(self.settings)
         stores = self._stores
-        lifecycle = LifecycleStores(
-            self.settings, stores.metadata, stores.vectors, stores.embedder, build_archive(self.settings)
-        )
-        self._recall_vectors = ArchiveBackedVectors(stores.vectors, lifecycle.archive, stores.metadata)
-        service = MemoryService(
+        archive = build_archive(self.settings)
+        self._recall_vectors = ArchiveBackedVectors(stores.vectors, archive, stores.metadata)
+        # Built before resuming: it registers the task kinds (export) that resumed tasks may have.
+        core = build_core(
             self.settings,
-            stores.metadata,
-            stores.vectors,
-            stores.embedder,
+            stores,
             engine=extraction_engine(self.settings) if self.settings.serve.extraction_replicas else None,
             recall_vectors=self._recall_vectors,
+            archive=archive,
+            shard=self.index,
         )
-        write_path = WritePath(service, shard=self.index)
-        # Built before resuming: it registers the task kinds (export) that resumed tasks may have.
-        backend = LocalBackend(service, write_path, lifecycle)
+        backend = LocalBackend(core)
+        write_path = core.write_path
         await write_path.resume(owns=self._owns)
         if self.settings.serve.task_rescan_s > 0:
             self._rescans = asyncio.create_task(self._rescan_forever(write_path))

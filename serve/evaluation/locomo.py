@@ -31,6 +31,7 @@ from engram.models.enums import Level, MemType, Ownership, Role
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.settings import Settings, load_settings
 from engram.serve.evaluation.metrics import ScoreCard, latency_summary, parse_evidence, parse_session_date
+from engram.serve.memory_core import build_core
 from engram.storage.embedders import Embedder
 from engram.storage.stores import Stores, open_stores
 
@@ -382,7 +383,7 @@ async def _evaluate_all(
 ) -> _Run:
     engine = build_engine(options.engine, settings) if options.mode == "extract" else None
     try:
-        service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, engine=engine)
+        service = build_core(settings, stores, engine=engine).service
         if options.mode == "extract" and not callable(getattr(service, "process_add", None)):
             raise HarnessError("extract mode needs the extraction pipeline (MemoryService.process_add)")
         run = _Run()

@@ -18,6 +18,7 @@ from engram.actors.write_path import WritePath
 from engram.models.settings import Settings
 from engram.serve.http_app import build_http_app
 from engram.serve.local_backend import LocalBackend
+from engram.serve.memory_core import wire_core
 from engram.storage.stores import Stores
 from tests.support.auth import AUTH_OFF
 
@@ -30,7 +31,7 @@ async def app(
     service: MemoryService, settings: Settings
 ) -> AsyncIterator[tuple[httpx.AsyncClient, WritePath]]:
     write_path = WritePath(service)
-    backend = LocalBackend(service, write_path)
+    backend = LocalBackend(wire_core(service, write_path))
     http_app = build_http_app(lambda: backend, auth=lambda: AUTH_OFF)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=http_app), base_url="http://127.0.0.1"

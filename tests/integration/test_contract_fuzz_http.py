@@ -24,6 +24,7 @@ from engram.models.settings import Settings
 from engram.serve.auth import Authenticator
 from engram.serve.http_app import build_http_app
 from engram.serve.local_backend import LocalBackend
+from engram.serve.memory_core import wire_core
 from engram.serve.switch_gate import GatedBackend
 from engram.storage.stores import Stores
 from tests.conftest import ManualClock
@@ -58,7 +59,7 @@ async def url(settings: Settings, stores: Stores, clock: ManualClock) -> AsyncIt
     """The app as the ingress builds it (gate, guard with auth off, body limit), served over HTTP."""
     service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, clock=clock)
     write_path = WritePath(service)
-    local = LocalBackend(service, write_path)
+    local = LocalBackend(wire_core(service, write_path))
     gate = GatedBackend(local, local.switches)
     authenticator = Authenticator(settings.auth)
     app = build_http_app(

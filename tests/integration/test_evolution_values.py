@@ -20,6 +20,7 @@ from engram.models.enums import SensitiveCategory
 from engram.models.settings import SensitivePolicy, Settings
 from engram.serve.http_app import build_http_app
 from engram.serve.local_backend import LocalBackend
+from engram.serve.memory_core import wire_core
 from tests.support.auth import AUTH_OFF
 
 pytestmark = pytest.mark.integration
@@ -44,7 +45,7 @@ async def write_path(service: MemoryService) -> AsyncIterator[WritePath]:
 
 @pytest.fixture
 async def http(write_path: WritePath) -> AsyncIterator[httpx.AsyncClient]:
-    backend = LocalBackend(write_path.service, write_path)
+    backend = LocalBackend(wire_core(write_path.service, write_path))
     app = build_http_app(lambda: backend, auth=lambda: AUTH_OFF, max_body_bytes=1 << 20)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"

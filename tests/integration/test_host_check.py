@@ -20,6 +20,7 @@ from engram.serve.auth import Authenticator
 from engram.serve.http_app import RECALL_PATH, build_http_app
 from engram.serve.local_backend import LocalBackend
 from engram.serve.mcp_routes import MCP_PATH
+from engram.serve.memory_core import wire_core
 from engram.serve.operations import OPERATIONS
 from tests.support.auth import AUTH_OFF
 
@@ -82,7 +83,7 @@ async def write_path(service: MemoryService) -> AsyncIterator[WritePath]:
 def app_over(
     write_path: WritePath, settings: Settings, auth: Authenticator, recall_only: bool = False
 ) -> FastAPI:
-    backend = LocalBackend(write_path.service, write_path)
+    backend = LocalBackend(wire_core(write_path.service, write_path))
     return build_http_app(
         lambda: backend,
         auth=lambda: auth,

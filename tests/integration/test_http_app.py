@@ -17,6 +17,7 @@ from engram.serve.client import AsyncEngramClient, EngramApiError
 from engram.serve.envelope import TRACE_HEADER
 from engram.serve.http_app import build_http_app
 from engram.serve.local_backend import LocalBackend
+from engram.serve.memory_core import wire_core
 from tests.support.auth import AUTH_OFF
 
 pytestmark = pytest.mark.integration
@@ -32,7 +33,7 @@ async def write_path(service: MemoryService) -> AsyncIterator[WritePath]:
 
 @pytest.fixture
 async def http(write_path: WritePath, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    backend = LocalBackend(write_path.service, write_path)
+    backend = LocalBackend(wire_core(write_path.service, write_path))
     app = build_http_app(
         lambda: backend, auth=lambda: AUTH_OFF, max_body_bytes=settings.limits.max_request_bytes
     )

@@ -30,6 +30,7 @@ from engram.models.enums import Level, MemType, OpType, Status
 from engram.models.rules.compression import SUMMARY_SOURCE
 from engram.models.settings import Settings
 from engram.serve.local_backend import LocalBackend
+from engram.serve.memory_core import wire_core
 from engram.storage.embedders import Embedder
 from engram.storage.stores import Stores, open_stores
 from tests.conftest import ManualClock
@@ -264,7 +265,7 @@ async def test_a_session_close_compresses_the_dimension_it_promoted_into(
     clock.now = start + LATER
     session = await remember(service, "Prefers oat milk", app_id="shop", level=Level.SESSION, session_id="s1")
     write_path = WritePath(service)
-    backend = LocalBackend(service, write_path, lifecycle)
+    backend = LocalBackend(wire_core(service, write_path, lifecycle))
     try:
         result = await backend.session_close(
             SessionCloseRequest(user_id="u1", app_id="shop", session_id="s1", must_promote=[session])

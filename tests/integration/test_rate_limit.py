@@ -14,6 +14,7 @@ from engram.models.settings import Settings
 from engram.serve.auth import Authenticator
 from engram.serve.http_app import build_http_app
 from engram.serve.local_backend import LocalBackend
+from engram.serve.memory_core import wire_core
 from engram.serve.rate_limit import RateLimitedBackend, RateLimiter
 from tests.support.auth import AUTH_OFF
 
@@ -26,7 +27,7 @@ async def limited(service: MemoryService, settings: Settings) -> AsyncIterator[h
     settings.limits.user_rate_per_s = 0.001  # effectively no refill during the test
     settings.limits.user_burst = 3
     write_path = WritePath(service)
-    backend = RateLimitedBackend(LocalBackend(service, write_path), RateLimiter(settings.limits))
+    backend = RateLimitedBackend(LocalBackend(wire_core(service, write_path)), RateLimiter(settings.limits))
     app = build_http_app(lambda: backend, auth=lambda: AUTH_OFF)  # type: ignore[arg-type, return-value]
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
@@ -78,7 +79,7 @@ async def keyed(service: MemoryService, settings: Settings) -> AsyncIterator[htt
     settings.limits.key_rate_per_s = 0.001
     settings.limits.key_burst = 6
     write_path = WritePath(service)
-    backend = RateLimitedBackend(LocalBackend(service, write_path), RateLimiter(settings.limits))
+    backend = RateLimitedBackend(LocalBackend(wire_core(service, write_path)), RateLimiter(settings.limits))
     auth = Authenticator(settings.auth, settings.limits)
     app = build_http_app(lambda: backend, auth=lambda: auth)  # type: ignore[arg-type, return-value]
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engram") as client:

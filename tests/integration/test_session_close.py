@@ -25,6 +25,7 @@ from engram.models.enums import Level, OpType, Status
 from engram.models.settings import Settings
 from engram.serve.http_app import build_http_app
 from engram.serve.local_backend import LocalBackend
+from engram.serve.memory_core import wire_core
 from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.auth import AUTH_OFF
@@ -288,7 +289,7 @@ async def test_the_rules_engine_is_never_asked_to_value_a_session(
 @pytest.fixture
 async def http(service: MemoryService, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     write_path = WritePath(service)
-    backend = LocalBackend(service, write_path)
+    backend = LocalBackend(wire_core(service, write_path))
     app = build_http_app(
         lambda: backend, auth=lambda: AUTH_OFF, max_body_bytes=settings.limits.max_request_bytes
     )

@@ -178,23 +178,60 @@ def sql_outside_storage(root: Path) -> list[str]:
     return found
 
 
+# The core is built in one module: elsewhere nothing constructs these or sets the hooks between them.
+COMPOSITION_ROOT = "serve/memory_core.py"
+CORE_CLASSES = ("MemoryService", "WritePath", "LocalBackend")
+CORE_HOOKS = ("on_change", "summarize", "handlers")
+
+
+def wiring_outside_the_root(root: Path) -> list[str]:
+    """Every construction of a core class with more than a core as argument, and every hook set
+    (``x.on_change = ...``, ``x.handlers[k] = ...``), in the layers outside the composition root."""
+    found: list[tuple[str, int, str]] = []
+    for package in LAYERS:
+        for path in sorted((root / package).rglob("*.py")):
+            where = path.relative_to(root)
+            if str(where) == COMPOSITION_ROOT:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call):
+                    name = (
+                        node.func.attr
+                        if isinstance(node.func, ast.Attribute)
+                        else getattr(node.func, "id", "")
+                    )
+                    if name in CORE_CLASSES and not (name == "LocalBackend" and len(node.args) == 1):
+                        found.append((str(where), node.lineno, f"builds {name}"))
+                if isinstance(node, ast.Assign | ast.AugAssign):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        attr = target.value if isinstance(target, ast.Subscript) else target
+                        if isinstance(attr, ast.Attribute) and attr.attr in CORE_HOOKS:
+                            if isinstance(attr.value, ast.Name) and attr.value.id == "self":
+                                continue  # a class setting its own attribute
+                            found.append((str(where), node.lineno, f"sets the hook {attr.attr}"))
+    return [f"{where}:{line}: {what} outside {COMPOSITION_ROOT}" for where, line, what in sorted(found)]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print each breach, import cycle and ``__getattr__`` forwarder; 0 when there is none."""
+    """Print each breach, import cycle, ``__getattr__`` forwarder, SQL outside storage and wiring
+    outside the composition root; 0 when there is none."""
     root = Path(argv[0] if argv else ".").resolve()
     found = breaches(root)
     loops = cycles(root)
     forwarders = attribute_forwarding(root)
     sql = sql_outside_storage(root)
+    wiring = wiring_outside_the_root(root)
     for breach in found:
         print(breach)
     for loop in loops:
         print("import cycle: " + " <-> ".join(loop))
-    for line in (*forwarders, *sql):
+    for line in (*forwarders, *sql, *wiring):
         print(line)
-    problems = len(found) + len(loops) + len(forwarders) + len(sql)
+    problems = len(found) + len(loops) + len(forwarders) + len(sql) + len(wiring)
     print(
         f"layers: {len(found)} breaches, {len(loops)} cycles, {len(forwarders)} forwarders, "
-        f"{len(sql)} SQL outside storage"
+        f"{len(sql)} SQL outside storage, {len(wiring)} wirings outside the root"
         if problems
         else "layers: ok"
     )

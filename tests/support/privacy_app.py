@@ -25,6 +25,7 @@ from engram.models.settings import Settings
 from engram.serve.auth import Authenticator
 from engram.serve.http_app import build_http_app
 from engram.serve.local_backend import LocalBackend
+from engram.serve.memory_core import wire_core
 from engram.serve.switch_gate import GatedBackend
 from engram.storage.embedders import Embedder
 from engram.storage.stores import Stores
@@ -102,7 +103,7 @@ async def privacy_app(
     engine = CountingEngine(engine_from_settings(settings.engine))
     service = MemoryService(settings, stores.metadata, stores.vectors, embedder, clock=clock, engine=engine)
     write_path = WritePath(service)
-    local = LocalBackend(service, write_path)
+    local = LocalBackend(wire_core(service, write_path))
     gate = GatedBackend(local, local.switches)
     authenticator = Authenticator(settings.auth, settings.limits)
     app = build_http_app(

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.layers import attribute_forwarding, breaches, cycles, main, sql_outside_storage
+from tests.support.layers import (
+    attribute_forwarding,
+    breaches,
+    cycles,
+    main,
+    sql_outside_storage,
+    wiring_outside_the_root,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -90,5 +97,31 @@ def test_sql_stays_in_storage(tmp_path: Path) -> None:
         "actors/memory.py:2: reaches a connection (.conn) outside storage",
         "lifecycle/queries.py:1: imports SQLAlchemy outside storage",
         "serve/job.py:2: imports SQLAlchemy outside storage",
+    ]
+    assert main([str(tmp_path)]) == 1
+
+
+def test_the_core_is_wired_only_at_its_composition_root(tmp_path: Path) -> None:
+    assert wiring_outside_the_root(ROOT) == []
+    files = {
+        "serve/shard.py": (
+            "def start(service, core):\n"
+            "    path = WritePath(service)\n"
+            "    backend = LocalBackend(service, path)\n"
+            "    path.on_change = print\n"
+            "    path.handlers['export'] = print\n"
+            "    return LocalBackend(core)\n"
+        ),
+        "loadtest/bench.py": "def f(s, m, v, e):\n    return MemoryService(s, m, v, e)\n",
+        "serve/memory_core.py": "def build(s):\n    service = MemoryService(s)\n    service.summarize = 1\n",
+        "actors/write_path.py": "class WritePath:\n    def __init__(self):\n        self.on_change = None\n",
+    }
+    _write_tree(tmp_path, files)
+    assert wiring_outside_the_root(tmp_path) == [
+        "loadtest/bench.py:2: builds MemoryService outside serve/memory_core.py",
+        "serve/shard.py:2: builds WritePath outside serve/memory_core.py",
+        "serve/shard.py:3: builds LocalBackend outside serve/memory_core.py",
+        "serve/shard.py:4: sets the hook on_change outside serve/memory_core.py",
+        "serve/shard.py:5: sets the hook handlers outside serve/memory_core.py",
     ]
     assert main([str(tmp_path)]) == 1
