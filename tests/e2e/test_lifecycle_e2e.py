@@ -9,7 +9,7 @@ import httpx
 import pytest
 import ray
 
-from engram.lifecycle.job import run_job
+from engram.lifecycle.job import partition, run_job
 from engram.models.domain import utcnow
 from engram.serve.sweep_job import ensure_shards
 from engram.serve.sweep_scheduler import scheduler_name
@@ -63,7 +63,11 @@ def test_the_sweep_job_archives_in_parallel_ray_tasks_and_restore_brings_it_back
 ) -> None:
     settings = engram_app.settings.model_copy(deep=True)
     settings.lifecycle.job_partitions = 3
+    # Random ids all fell in one of the 3 partitions once in CI (a 1-in-243 draw): the test needs
+    # users that the job's own hash spreads over more than one.
     users = [f"sweep-{i}-{uuid.uuid4().hex[:6]}" for i in range(6)]
+    while sum(1 for part in partition(users, 3) if part) < 2:
+        users = [f"sweep-{i}-{uuid.uuid4().hex[:6]}" for i in range(6)]
     ids = {user: add(engram_app, user, "Went kayaking in Norway last summer") for user in users}
     later = utcnow() + timedelta(days=91)
 
