@@ -27,7 +27,8 @@ from engram.models.ids import new_id
 from engram.models.settings import Settings
 from engram.storage import vector_copies
 from engram.storage.stores import open_stores
-from engram.storage.vectors import VectorRecord, scope_key
+from engram.storage.vector_filters import scope_key
+from engram.storage.vectors import VectorRecord
 
 
 async def _timed(fn: Callable[[], Awaitable[Any]], rounds: int) -> dict[str, float]:

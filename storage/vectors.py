@@ -1,15 +1,13 @@
 """Durable vector index behind a small interface (DESIGN decision 4), Milvus / milvus-lite by default.
 
-Scope ids never reach a filter expression: they are stored and matched as hashes
-(``scope_key``), so a crafted user, app or session id cannot change what a search sees (SPEC P4).
+Scope ids are stored and matched as hashes; the filter expressions are built in
+``storage/vector_filters.py`` (SPEC P4).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,8 +20,8 @@ from pymilvus import DataType, MilvusClient
 
 from engram.models.domain import Memory
 from engram.models.enums import Level, MemType, Ownership
-from engram.models.ids import is_memory_id
 from engram.storage.lite_compaction import compact_lite
+from engram.storage.vector_filters import KEY_LEN, checked_ids, eq, optional_key, scope_filter, user_key
 
 _T = TypeVar("_T")
 
@@ -36,7 +34,6 @@ DEFAULT_LITE_FLUSH_ROWS = 256
 # Bounds each get/delete request well below Milvus's per-query result and message limits.
 _ID_CHUNK = 1000
 
-_KEY_LEN = 32
 _ENUM_LEN = 16
 
 
@@ -111,97 +108,8 @@ class VectorStore(Protocol):
         """Ids of every stored vector of one user (reconcile compares them with the metadata)."""
 
 
-def scope_key(value: str) -> str:
-    """The hash under which a user, app or session id is stored and matched in the vector store.
-
-    A domain-separated SHA-256, not keyed: it keeps raw ids out of filter expressions (nothing to
-    inject) and out of the index, but whoever holds the vector store and guesses an id can confirm
-    the guess. Keying it (a server secret every searching process holds) would need the index
-    rewritten on every change of that secret; see docs/privacy.md.
-    """
-    return hashlib.sha256(b"engram-scope:" + value.encode()).hexdigest()[:_KEY_LEN]
-
-
-def _optional_key(value: str | None) -> str:
-    return scope_key(value) if value else ""
-
-
-def _checked_ids(memory_ids: Iterable[str]) -> list[str]:
-    ids = list(dict.fromkeys(memory_ids))
-    for memory_id in ids:
-        if not is_memory_id(memory_id):
-            raise ValueError("invalid memory id (expected 32 lowercase hex digits)")
-    return ids
-
-
 def _chunks(items: Sequence[_T], size: int) -> Iterable[Sequence[_T]]:
     return (items[i : i + size] for i in range(0, len(items), size))
-
-
-# --- filter expressions: the only place strings enter one -------------------------------------------
-
-_SAFE_LITERAL = re.compile(r"[0-9A-Za-z_]*")
-
-
-def _lit(value: str) -> str:
-    # Only hex digests and our own enum values ever get here; anything else is a bug, never quoted.
-    if not _SAFE_LITERAL.fullmatch(value):
-        raise ValueError("refusing an unsafe literal in a filter expression")
-    return f'"{value}"'
-
-
-def _eq(field: str, value: str) -> str:
-    return f"{field} == {_lit(value)}"
-
-
-def _in(field: str, values: Iterable[str]) -> str:
-    return f"{field} in [{', '.join(_lit(v) for v in sorted(values))}]"
-
-
-def _all(*parts: str) -> str:
-    return " and ".join(f"({part})" for part in parts)
-
-
-def _any(*parts: str) -> str:
-    return " or ".join(f"({part})" for part in parts)
-
-
-def _scope_expr(scope: VectorScope) -> str | None:
-    """Filter for ``scope``, or None when no level is visible at all."""
-    levels: list[str] = []
-    if scope.include_global:
-        levels.append(_eq("level", Level.GLOBAL.value))
-    app_key = _optional_key(scope.app_id)
-    if app_key:
-        levels.append(_all(_eq("level", Level.APP.value), _eq("app_key", app_key)))
-    # A session's memories: those of its app, and those without an app only with the user's global
-    # memories (P4, as actors.isolation.in_scope).
-    session_apps = ([_eq("app_key", "")] if scope.include_global else []) + (
-        [_eq("app_key", app_key)] if app_key else []
-    )
-    if scope.session_id and session_apps:
-        session_app = _any(*session_apps)
-        levels.append(
-            _all(
-                _eq("level", Level.SESSION.value),
-                _eq("session_key", scope_key(scope.session_id)),
-                session_app,
-            )
-        )
-    if not levels:
-        return None
-    parts = [_eq("user_key", _user_key(scope.user_id)), _any(*levels)]
-    if scope.ownerships:
-        parts.append(_in("ownership", (o.value for o in scope.ownerships)))
-    if scope.mem_types:
-        parts.append(_in("mem_type", (t.value for t in scope.mem_types)))
-    return _all(*parts)
-
-
-def _user_key(user_id: str) -> str:
-    if not user_id:
-        raise ValueError("user_id must not be empty")
-    return scope_key(user_id)
 
 
 # --- Milvus implementation ---------------------------------------------------------------------------
@@ -273,7 +181,7 @@ class MilvusVectorStore:
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("memory_id", DataType.VARCHAR, max_length=64, is_primary=True)
         for field in ("user_key", "app_key", "session_key"):
-            schema.add_field(field, DataType.VARCHAR, max_length=_KEY_LEN)
+            schema.add_field(field, DataType.VARCHAR, max_length=KEY_LEN)
         for field in ("level", "ownership", "mem_type"):
             schema.add_field(field, DataType.VARCHAR, max_length=_ENUM_LEN)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self._dim)
@@ -321,9 +229,9 @@ class MilvusVectorStore:
             raise ValueError(f"vector of memory {record.memory_id} must be {self._dim} finite floats")
         return {
             "memory_id": record.memory_id,
-            "user_key": _user_key(record.user_id),
-            "app_key": _optional_key(record.app_id),
-            "session_key": _optional_key(record.session_id),
+            "user_key": user_key(record.user_id),
+            "app_key": optional_key(record.app_id),
+            "session_key": optional_key(record.session_id),
             "level": Level(record.level).value,
             "ownership": Ownership(record.ownership).value,
             "mem_type": MemType(record.mem_type).value,
@@ -332,7 +240,7 @@ class MilvusVectorStore:
 
     async def upsert(self, records: Sequence[VectorRecord]) -> None:
         """Insert or replace the vectors of these memories in one batch."""
-        _checked_ids(r.memory_id for r in records)
+        checked_ids(r.memory_id for r in records)
         # The last record of a repeated id wins, as it would in sequential upserts.
         rows = list({r.memory_id: self._row(r) for r in records}.values())
         if rows:
@@ -349,7 +257,7 @@ class MilvusVectorStore:
 
     async def delete(self, memory_ids: Sequence[str]) -> None:
         """Remove these memories' vectors; unknown ids are ignored."""
-        for chunk in _chunks(_checked_ids(memory_ids), _ID_CHUNK):
+        for chunk in _chunks(checked_ids(memory_ids), _ID_CHUNK):
             await self._call(self._write, "delete", len(chunk), ids=list(chunk))
 
     async def search(self, vector: np.ndarray, scope: VectorScope, limit: int) -> list[tuple[str, float]]:
@@ -357,7 +265,7 @@ class MilvusVectorStore:
         query = np.asarray(vector, dtype=np.float32)
         if query.shape != (self._dim,):
             raise ValueError(f"query vector must have shape ({self._dim},)")
-        expr = _scope_expr(scope)
+        expr = scope_filter(scope)
         if limit <= 0 or expr is None:
             return []
         result = await self._call(
@@ -373,7 +281,7 @@ class MilvusVectorStore:
     async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors (float32) of those ids that exist."""
         found: dict[str, np.ndarray] = {}
-        for chunk in _chunks(_checked_ids(memory_ids), _ID_CHUNK):
+        for chunk in _chunks(checked_ids(memory_ids), _ID_CHUNK):
             rows = await self._call(
                 self._client_call, "get", ids=list(chunk), output_fields=["memory_id", "vector"]
             )
@@ -383,13 +291,13 @@ class MilvusVectorStore:
 
     async def count(self, user_id: str | None = None) -> int:
         """Number of stored vectors, of one user or of everyone."""
-        expr = "" if user_id is None else _eq("user_key", _user_key(user_id))
+        expr = "" if user_id is None else eq("user_key", user_key(user_id))
         rows = await self._call(self._client_call, "query", filter=expr, output_fields=["count(*)"])
         return int(rows[0]["count(*)"])
 
     async def delete_user(self, user_id: str) -> None:
         """Remove every vector of one user."""
-        expr = _eq("user_key", _user_key(user_id))
+        expr = eq("user_key", user_key(user_id))
         await self._call(self._write, "delete", self._lite_flush_rows, filter=expr)
 
     async def compact(self) -> int | None:
@@ -409,7 +317,7 @@ class MilvusVectorStore:
         rows = await self._call(
             self._client_call,
             "query",
-            filter=_eq("user_key", _user_key(user_id)),
+            filter=eq("user_key", user_key(user_id)),
             output_fields=["memory_id"],
             limit=_MAX_TOPK,
         )

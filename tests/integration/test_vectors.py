@@ -10,7 +10,8 @@ import pytest
 
 from engram.models.enums import Level, MemType, Ownership
 from engram.models.ids import new_id
-from engram.storage.vectors import MilvusVectorStore, VectorRecord, VectorScope, VectorStore, scope_key
+from engram.storage.vector_filters import scope_key
+from engram.storage.vectors import MilvusVectorStore, VectorRecord, VectorScope, VectorStore
 
 pytestmark = pytest.mark.integration
 
