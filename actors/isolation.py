@@ -14,7 +14,7 @@ from engram.models.api import RecallRequest
 from engram.models.domain import GLOBAL_APP, Memory
 from engram.models.enums import Level, Status
 from engram.models.errors import EngramError, ErrorCode
-from engram.storage.vectors import VectorScope
+from engram.storage.vector_filters import VectorScope
 
 
 @dataclass(frozen=True, slots=True)

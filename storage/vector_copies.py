@@ -16,7 +16,8 @@ from sqlalchemy import delete, insert, select
 
 from engram.storage.metadata import MetadataStore, MetadataTx
 from engram.storage.schema import memory_vectors
-from engram.storage.vectors import VectorRecord, VectorScope, VectorStore
+from engram.storage.vector_filters import VectorScope
+from engram.storage.vectors import VectorRecord, VectorStore
 
 _DTYPE = np.dtype("<f4")
 # Keeps every IN list well under the bound-parameter limits of SQLite and PostgreSQL.

@@ -10,16 +10,25 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from engram.models.enums import Level
+from engram.models.enums import Level, MemType, Ownership
 from engram.models.ids import is_memory_id
-
-if TYPE_CHECKING:
-    from engram.storage.vectors import VectorScope
 
 # The stored width of a scope key (hex digits of the digest): the collection schema uses it too.
 KEY_LEN = 32
+
+
+@dataclass(frozen=True, slots=True)
+class VectorScope:
+    """What a search may see: the user's rows at the allowed levels; empty filter sets mean any."""
+
+    user_id: str
+    include_global: bool
+    app_id: str | None
+    session_id: str | None
+    ownerships: frozenset[Ownership] = frozenset()
+    mem_types: frozenset[MemType] = frozenset()
 
 
 def scope_key(value: str) -> str:

@@ -21,7 +21,15 @@ from pymilvus import DataType, MilvusClient
 from engram.models.domain import Memory
 from engram.models.enums import Level, MemType, Ownership
 from engram.storage.lite_compaction import compact_lite
-from engram.storage.vector_filters import KEY_LEN, checked_ids, eq, optional_key, scope_filter, user_key
+from engram.storage.vector_filters import (
+    KEY_LEN,
+    VectorScope,
+    checked_ids,
+    eq,
+    optional_key,
+    scope_filter,
+    user_key,
+)
 
 _T = TypeVar("_T")
 
@@ -63,18 +71,6 @@ def vector_record(memory: Memory, vector: np.ndarray) -> VectorRecord:
         mem_type=memory.mem_type,
         vector=vector,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class VectorScope:
-    """What a search may see: the user's rows at the allowed levels; empty filter sets mean any."""
-
-    user_id: str
-    include_global: bool
-    app_id: str | None
-    session_id: str | None
-    ownerships: frozenset[Ownership] = frozenset()
-    mem_types: frozenset[MemType] = frozenset()
 
 
 class VectorStore(Protocol):

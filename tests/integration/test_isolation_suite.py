@@ -24,7 +24,7 @@ import pytest
 
 from engram.models.settings import Settings
 from engram.storage.stores import Stores
-from engram.storage.vectors import VectorScope
+from engram.storage.vector_filters import VectorScope
 from tests.conftest import ManualClock
 from tests.support.privacy_app import PrivacyApp, privacy_app
 

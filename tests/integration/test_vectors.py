@@ -10,8 +10,8 @@ import pytest
 
 from engram.models.enums import Level, MemType, Ownership
 from engram.models.ids import new_id
-from engram.storage.vector_filters import scope_key
-from engram.storage.vectors import MilvusVectorStore, VectorRecord, VectorScope, VectorStore
+from engram.storage.vector_filters import VectorScope, scope_key
+from engram.storage.vectors import MilvusVectorStore, VectorRecord, VectorStore
 
 pytestmark = pytest.mark.integration
 
