@@ -30,21 +30,38 @@ def accept_adds(url: str, users: Sequence[str], facts: Sequence[str] = FACTS) ->
 
 
 def assert_all_done_exactly_once(
-    url: str, accepted: Iterable[tuple[str, str]], facts_per_user: int, limit_s: float = 180
+    url: str,
+    accepted: Iterable[tuple[str, str]],
+    facts_per_user: int,
+    stall_s: float = 180,
+    limit_s: float = 1200,
 ) -> None:
-    """Poll the accepted (user, task) pairs until each is DONE; then each user holds each fact once."""
+    """Poll the accepted (user, task) pairs until each is DONE; then each user holds each fact once.
+
+    Fails when no task finishes for ``stall_s`` (a queue that stopped), not when the whole takes
+    long: on a loaded machine (#26, ``make test`` beside a CPU hog) processing is several times
+    slower, and a fixed total limit failed tests whose queues were moving. ``limit_s`` bounds it all.
+    """
     accepted = list(accepted)
-    deadline = time.monotonic() + limit_s
+    start = last_progress = time.monotonic()
     with httpx.Client(base_url=url, timeout=60) as http:
         pending = {task_id for _, task_id in accepted}
-        while pending and time.monotonic() < deadline:
+        while pending:
+            now = time.monotonic()
+            assert now - last_progress < stall_s, (
+                f"{len(pending)} accepted tasks never finished after the crash "
+                f"(none finished in the last {stall_s:g} s, {now - start:.0f} s in all)"
+            )
+            assert now - start < limit_s, f"{len(pending)} accepted tasks unfinished after {limit_s:g} s"
             for task_id in list(pending):
                 answer = http.post("/memory/v1/task", json={"task_id": task_id}).json()
                 if answer["code"] == 0 and answer["data"]["status"] in ("DONE", "FAILED"):
                     assert answer["data"]["status"] == "DONE"
                     pending.discard(task_id)
-            time.sleep(0.1)  # polling a task's state, bounded by the deadline
-        assert not pending, f"{len(pending)} accepted tasks never finished after the crash"
+                    last_progress = time.monotonic()
+            # Each round asks once per unfinished task: a pause keeps the polling from adding
+            # much load to the shard it waits on; bounded by the deadlines above.
+            time.sleep(0.5)
         for user in sorted({user for user, _ in accepted}):
             log = http.post("/memory/v1/change_log", json={"user_id": user, "limit": 500}).json()["data"]
             added = [c["content_after"] for c in log["changes"] if c["op_type"] == "ADD"]
