@@ -14,47 +14,36 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
 
-from engram.actors import statements
 from engram.actors.engines.base import Engine
 from engram.actors.engines.rules import RulesEngine
 from engram.actors.evolution import Evolver, Existing, Plan
 from engram.actors.extraction import Fact, extract_facts
+from engram.actors.plan_apply import Outcome, PlanApplier, decision
 from engram.actors.sensitive import screened_fact
 from engram.actors.snapshot import SnapshotCache
 from engram.models.absent import NO_TASK, not_found
 from engram.models.api import AddRequest, Decision
-from engram.models.domain import Memory
-from engram.models.enums import Level, OpSource, OpType, Status, TaskStatus
+from engram.models.enums import OpSource, OpType, Status, TaskStatus
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.hashing import content_hash
 from engram.models.metrics import METRICS
-from engram.models.rules.capacity import counter_deltas
-from engram.models.rules.decay import merged_weight, type_initial_weight, weight_now
-from engram.models.rules.records import new_memory, placement
+from engram.models.rules.records import placement
 from engram.models.settings import Settings
 from engram.storage import quarantine_queries
-from engram.storage.admission import admit
 from engram.storage.embedders import Embedder, EmbeddingError
 from engram.storage.metadata import MetadataStore, MetadataTx
-from engram.storage.vectors import VectorRecord, VectorStore, vector_record
+from engram.storage.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 
 
 class _AlreadyFinishedError(Exception):
     """Raised inside the commit transaction to roll it back: another run finished the task first."""
-
-
-@dataclass
-class _Outcome:
-    decisions: list[Decision] = field(default_factory=list)
-    upserts: list[VectorRecord] = field(default_factory=list)
-    deletes: list[str] = field(default_factory=list)
 
 
 class Ingestor:
@@ -78,6 +67,7 @@ class Ingestor:
         self.engine = engine
         self._evolver = Evolver(settings.evolution, engine)
         self._rules = RulesEngine()  # extracts in degraded mode, when the LLM engine fails (W5)
+        self._applier = PlanApplier(settings, embedder)
         self._clock = clock
 
     async def process(self, request: AddRequest, *, task_id: str | None = None) -> list[Decision]:
@@ -139,11 +129,13 @@ class Ingestor:
             # The task says so (W5): every decision of a degraded add was taken without the LLM.
             plans = [replace(p, reason=f"{degraded}; {p.reason}") for p in plans]
         plans, new_vectors = await self._embed_rewrites(plans)
-        outcome = _Outcome(decisions=list(skipped))
+        outcome = Outcome(decisions=list(skipped))
         try:
             async with self._metadata.transaction() as tx:
                 for plan in plans:
-                    await self._apply(tx, plan, request, level, app_id, now, new_vectors, hash_key, outcome)
+                    await self._applier.apply(
+                        tx, plan, request, level, app_id, now, new_vectors, hash_key, outcome
+                    )
                 outcome.decisions += await self._hold(tx, request, held, now)
                 await tx.versions.bump(request.user_id)
                 if task_id is not None and not await tx.tasks.finish(
@@ -222,7 +214,7 @@ class Ingestor:
                 decisions.append(Decision(op="NONE", reason="already held for review"))
                 continue
             plan = Plan(op="ADD", fact=fact, content_hash=digest, vector=np.zeros(0), reason="")
-            memory = self._memory_for(plan, request, level, app_id, now)
+            memory = self._applier.memory_for(plan, request, level, app_id, now)
             waiting[scope] = memory.memory_id
             memory.status = Status.QUARANTINED
             reason = f"quarantined ({', '.join(fact.quarantine)}) from {fact.source.value}"
@@ -230,7 +222,7 @@ class Ingestor:
             await tx.changes.add(
                 memory, OpType.ADD, OpSource.SYSTEM, reason, now, content_after=memory.content
             )
-            decisions.append(_decision("QUARANTINE", memory, memory.content, reason))
+            decisions.append(decision("QUARANTINE", memory, memory.content, reason))
         return decisions
 
     async def _embed_facts(self, facts: list[Fact]) -> tuple[list[Fact], np.ndarray, list[Decision]]:
@@ -275,146 +267,3 @@ class Ingestor:
         if task.status in (TaskStatus.PENDING, TaskStatus.RUNNING):
             return None
         return [Decision.model_validate(d) for d in task.decisions]
-
-    async def _apply(
-        self,
-        tx: MetadataTx,
-        plan: Plan,
-        request: AddRequest,
-        level: Level,
-        app_id: str,
-        now: datetime,
-        new_vectors: dict[str, np.ndarray],
-        hash_key: bytes,
-        outcome: _Outcome,
-    ) -> None:
-        if plan.op == "NONE":
-            if plan.target is not None:
-                await tx.changes.add(plan.target, OpType.NONE, OpSource.SYSTEM, plan.reason, now)
-            outcome.decisions.append(_decision("NONE", plan.target, plan.fact.text, plan.reason))
-            return
-        if plan.op in ("UPDATE", "MERGE"):
-            await self._rewrite(tx, plan, now, new_vectors, hash_key, outcome)
-            return
-        memory = self._memory_for(plan, request, level, app_id, now)
-        target = await tx.memories.get(request.user_id, plan.target.memory_id) if plan.target else None
-        if plan.op == "SUPERSEDE" and target is not None and target.status is Status.ACTIVE:
-            await self._supersede(tx, memory, target, plan.reason, now, outcome)
-        else:
-            await self._add(tx, memory, plan.reason, now, outcome)
-        outcome.upserts.append(vector_record(memory, plan.vector))
-
-    def _memory_for(
-        self, plan: Plan, request: AddRequest, level: Level, app_id: str, now: datetime
-    ) -> Memory:
-        fact: Fact = plan.fact
-        return new_memory(
-            self.settings.weights,
-            user_id=request.user_id,
-            app_id=app_id,
-            level=level,
-            session_id=request.session_id,
-            ownership=fact.ownership,
-            mem_type=fact.mem_type,
-            content=fact.text,
-            content_hash=plan.content_hash,
-            embedding_model=self._embedder.model_name,
-            now=now,
-            valid_at=fact.valid_at,
-            is_important=False,
-            expire_at=fact.expire_at,
-            source_msg_id=fact.source_msg_id,
-            custom_tags=fact.custom_tags,
-            entities=fact.entities,
-            source_type=fact.source.value,
-        )
-
-    async def _add(
-        self, tx: MetadataTx, memory: Memory, reason: str, now: datetime, outcome: _Outcome
-    ) -> None:
-        outcome.deletes.extend(await admit(tx, self.settings, memory, OpSource.SYSTEM, reason, now))
-        outcome.decisions.append(_decision("ADD", memory, memory.content, reason))
-
-    async def _supersede(
-        self, tx: MetadataTx, memory: Memory, old: Memory, reason: str, now: datetime, outcome: _Outcome
-    ) -> None:
-        if memory.valid_at >= old.valid_at:
-            # The newer fact wins: the old one stays, closed at the moment the new one became true.
-            outcome.deletes.extend(await admit(tx, self.settings, memory, OpSource.SYSTEM, reason, now))
-            await self._close(tx, old, by=memory, reason=reason, now=now)
-            await tx.counters.add(old.user_id, counter_deltas([old], -1))
-            outcome.decisions.append(
-                _decision("SUPERSEDE", old, memory.content, f"{reason}; new id {memory.memory_id}")
-            )
-            return
-        # An older statement arrived late: it is history from the start, the current fact stays.
-        memory.status = Status.SUPERSEDED
-        memory.invalid_at = old.valid_at
-        memory.superseded_by = old.memory_id
-        await tx.memories.insert(memory)
-        await tx.changes.add(
-            memory,
-            OpType.SUPERSEDE,
-            OpSource.SYSTEM,
-            f"older than {old.memory_id}: {reason}",
-            now,
-            content_after=memory.content,
-        )
-        outcome.decisions.append(
-            _decision("SUPERSEDE", memory, memory.content, f"stored as history: {reason}")
-        )
-
-    async def _close(self, tx: MetadataTx, old: Memory, *, by: Memory, reason: str, now: datetime) -> None:
-        old.status = Status.SUPERSEDED
-        old.invalid_at = by.valid_at
-        old.superseded_by = by.memory_id
-        old.updated_at = now
-        await tx.memories.save(old)
-        await tx.changes.add(
-            old,
-            OpType.SUPERSEDE,
-            OpSource.SYSTEM,
-            f"superseded by {by.memory_id}: {reason}",
-            now,
-            content_before=old.content,
-            content_after=by.content,
-        )
-
-    async def _rewrite(
-        self,
-        tx: MetadataTx,
-        plan: Plan,
-        now: datetime,
-        new_vectors: dict[str, np.ndarray],
-        hash_key: bytes,
-        outcome: _Outcome,
-    ) -> None:
-        assert plan.target is not None
-        assert plan.text is not None
-        memory = await tx.memories.get(plan.target.user_id, plan.target.memory_id)
-        if memory is None or memory.status is not Status.ACTIVE or memory.content is None:
-            raise EngramError(ErrorCode.NOT_FOUND, "an evolution target vanished mid-write")
-        before = memory.content
-        base = type_initial_weight(memory, self.settings.weights)
-        current = weight_now(memory, now, self.settings.decay)
-        # Seed's table: UPDATE resets to the type's initial weight; MERGE keeps the higher, never below it.
-        memory.weight = base if plan.op == "UPDATE" else merged_weight(current, base, initial=base)
-        memory.weight_at = now
-        memory.content = plan.text
-        memory.content_hash = content_hash(plan.text, hash_key)
-        memory.entities = list(
-            dict.fromkeys([*memory.entities, *plan.fact.entities, *statements.entities(plan.text)])
-        )[:8]
-        memory.embedding_model = self._embedder.model_name
-        memory.updated_at = now
-        await tx.memories.save(memory)
-        op = OpType.UPDATE if plan.op == "UPDATE" else OpType.MERGE
-        await tx.changes.add(
-            memory, op, OpSource.SYSTEM, plan.reason, now, content_before=before, content_after=plan.text
-        )
-        outcome.upserts.append(vector_record(memory, new_vectors[plan.text]))
-        outcome.decisions.append(_decision(plan.op, memory, plan.text, plan.reason))
-
-
-def _decision(op: str, memory: Memory | None, content: str | None, reason: str) -> Decision:
-    return Decision(op=op, memory_id=memory.memory_id if memory else None, content=content, reason=reason)

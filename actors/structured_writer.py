@@ -25,8 +25,9 @@ import numpy as np
 from pydantic import ValidationError
 
 from engram.actors.group_commit import settle
-from engram.actors.memory_service import MemoryService, StagedMemories
+from engram.actors.memory_service import MemoryService
 from engram.actors.sensitive import screened_request
+from engram.actors.structured_writes import StagedMemories
 from engram.models.api import AddStructuredRequest, BatchItemResult, Decision
 from engram.models.domain import WriteTask
 from engram.models.enums import TaskStatus

@@ -14,7 +14,8 @@ other exception (a database or vector store hiccup, a replica lost with its node
 task unfinished: marking it FAILED would lose an accepted write, retrying at once could spin, so it
 is retried after the waits of ``retry_delays_s`` (growing; a retry counts no attempt) and
 after those waits for the next ``resume``. ``max_attempts`` ends a task that keeps dying (a process
-death mid-task spends an attempt; it then FAILS with 50301).
+death mid-task spends an attempt; it then FAILS with 50301). One run of a task, by kind, is
+``actors.task_runner``'s.
 """
 
 from __future__ import annotations
@@ -27,13 +28,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
-
 from engram.actors.hit_writer import HitWriter
 from engram.actors.mailbox import MailboxClosedError, MailboxHost
 from engram.actors.memory_service import MemoryService
 from engram.actors.structured_writer import StructuredWriter
 from engram.actors.task_recorder import TaskRecorder
+from engram.actors.task_runner import KIND_ADD, KIND_ADD_STRUCTURED, KIND_ADD_STRUCTURED_BATCH, TaskRunner
 from engram.models.absent import NO_TASK, not_found
 from engram.models.api import (
     AddRequest,
@@ -52,15 +52,11 @@ from engram.models.api import (
 )
 from engram.models.domain import WriteTask
 from engram.models.enums import TaskStatus
-from engram.models.errors import EngramError, ErrorCode
 from engram.models.ids import new_id
 from engram.models.metrics import METRICS, app_label
 
 log = logging.getLogger(__name__)
 
-KIND_ADD = "add"
-KIND_ADD_STRUCTURED = "add_structured"
-KIND_ADD_STRUCTURED_BATCH = "batch_add_structured"
 RESUMED_IDS_KEPT = 10_000
 # The waits before each in-process retry of a task that failed for a passing reason: about three
 # minutes in all, longer than Ray takes to restart the replicas of a lost node.
@@ -92,6 +88,7 @@ class WritePath:
         self._resume_page = resume_page
         # Task kinds added by other layers (export): the handler runs on the mailbox and finishes the task.
         self.handlers: dict[str, Callable[[WriteTask], Awaitable[None]]] = {}
+        self.runner = TaskRunner(service, self.handlers, max_attempts, self._spends_attempt)
         # Accepted tasks are committed in groups (an acknowledgement still waits for its commit).
         # Urgent: an acknowledgement waits for each of its commits (storage.write_gate).
         self.recorder = TaskRecorder(functools.partial(service.metadata.transaction, urgent=True))
@@ -221,34 +218,7 @@ class WritePath:
 
     async def _process(self, task_id: str) -> bool:
         """Run the task; True when it is left unfinished by a passing failure (to retry)."""
-        async with self.service.metadata.transaction() as tx:
-            task = await tx.tasks.get(task_id)
-            spend = self._spends_attempt(task_id)
-            attempts = await tx.tasks.start(task_id, self.service.clock(), spend_attempt=spend) if task else 0
-        if task is None or attempts == 0:
-            return False  # unknown, or already DONE / FAILED: a replay changes nothing
-        if attempts > self.max_attempts:
-            await self._fail(
-                task, f"{ErrorCode.DEPENDENCY_UNAVAILABLE.value} gave up after {attempts - 1} attempts"
-            )
-            return False
-        try:
-            await self._execute(task)
-            METRICS.task_ended(task.kind, TaskStatus.DONE, task.created_at, self.service.clock())
-        except EngramError as exc:
-            await self._fail(task, f"{exc.code.value} {exc.message}")
-        except ValidationError:
-            await self._fail(task, f"{ErrorCode.BAD_PARAMETER.value} the task's payload cannot be read")
-        except Exception as exc:
-            log.warning(
-                "a %s task of user %s left unfinished (attempt %d): %s",
-                task.kind,
-                task.user_id,
-                attempts,
-                type(exc).__name__,
-            )
-            return not isinstance(exc, ConnectionAbortedError)
-        return False
+        return await self.runner.run(task_id)
 
     def _spends_attempt(self, task_id: str) -> bool:
         """Whether running ``task_id`` now counts an attempt: not for an in-process retry."""
@@ -289,44 +259,6 @@ class WritePath:
             timer.cancel()
         self._retry_timers.clear()
         self._retries.clear()
-
-    async def _execute(self, task: WriteTask) -> None:
-        if task.kind == KIND_ADD:
-            request = AddRequest.model_validate(task.payload)
-            await self.service.ingestor.process(request, task_id=task.task_id)
-            return
-        if task.kind == KIND_ADD_STRUCTURED_BATCH:
-            batch = BatchAddStructuredRequest.model_validate(task.payload)
-            # Replayed after a crash, the items already stored dedup to their memory ids.
-            results = await self.service.add_structured_batch(batch.item_requests())
-            decisions = [
-                Decision(op="ADD", memory_id=r.memory_id, reason=KIND_ADD_STRUCTURED_BATCH)
-                if r.code == 0
-                else Decision(op="REFUSED", reason=f"{r.code} {r.msg}")
-                for r in results
-            ]
-            async with self.service.metadata.transaction() as tx:
-                await tx.tasks.finish(
-                    task.task_id,
-                    TaskStatus.DONE,
-                    decisions=[d.model_dump(mode="json") for d in decisions],
-                    error=None,
-                    at=self.service.clock(),
-                )
-            return
-        handler = self.handlers.get(task.kind)
-        if handler is not None:
-            await handler(task)
-            return
-        raise EngramError(ErrorCode.BAD_PARAMETER, f"unknown task kind {task.kind!r}")
-
-    async def _fail(self, task: WriteTask, error: str) -> None:
-        async with self.service.metadata.transaction() as tx:
-            await tx.tasks.finish(
-                task.task_id, TaskStatus.FAILED, decisions=None, error=error, at=self.service.clock()
-            )
-        METRICS.task_ended(task.kind, TaskStatus.FAILED, task.created_at, self.service.clock())
-        log.info("a %s task of user %s failed: %s", task.kind, task.user_id, error.split(" ", 1)[0])
 
     # --- reading tasks ------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from engram.actors.write_path import KIND_ADD
+from engram.actors.task_runner import KIND_ADD
 from engram.loadtest.stops import STOPS, ServeRun
 from engram.models.api import AddRequest
 from engram.models.domain import WriteTask, utcnow

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.actors.write_path import KIND_ADD
+from engram.actors.task_runner import KIND_ADD
 from engram.models.api import AddRequest
 from engram.models.domain import WriteTask, utcnow
 from engram.models.enums import TaskStatus

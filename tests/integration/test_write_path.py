@@ -15,7 +15,8 @@ from engram.actors.engines.base import Engine, EngineError, StructuredRequest
 from engram.actors.engines.factory import engine_from_settings
 from engram.actors.mailbox import MailboxHost
 from engram.actors.memory_service import MemoryService
-from engram.actors.write_path import KIND_ADD, WritePath
+from engram.actors.task_runner import KIND_ADD
+from engram.actors.write_path import WritePath
 from engram.models.api import (
     AddRequest,
     AddStructuredRequest,
