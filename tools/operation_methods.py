@@ -41,6 +41,14 @@ def _names(annotation: Any) -> list[type[Any]]:
     return [annotation]
 
 
+def _public_module(cls: type) -> str:
+    """Where the generated module imports a model from: the contract's models through their
+    public face, ``engram.models.api`` (they are defined in ``api_writes``, ``api_reads`` ...)."""
+    if cls.__module__.startswith("engram.models.api_"):
+        return "engram.models.api"
+    return cls.__module__
+
+
 def render() -> str:
     """The module's source, formatted as ruff formats it."""
     imports: dict[str, set[str]] = defaultdict(set)
@@ -50,7 +58,7 @@ def render() -> str:
     methods: list[str] = []
     for op in OPERATIONS:
         for cls in (op.request, *_names(op.response)):
-            imports[cls.__module__].add(cls.__name__)
+            imports[_public_module(cls)].add(cls.__name__)
         response = " | ".join(c.__name__ for c in _names(op.response))
         doc = textwrap.fill(op.doc, width=96, subsequent_indent=" " * 8)
         methods.append(
