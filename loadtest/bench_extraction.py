@@ -32,7 +32,7 @@ from engram.models.api import AddRequest, Message
 from engram.models.enums import Ownership, Role
 from engram.models.settings import Settings, load_settings
 from engram.serve.cli.options import positive_int
-from engram.serve.evaluation.locomo import load_locomo, turn_content
+from engram.serve.evaluation.locomo_data import load_locomo, turn_content
 
 
 @dataclass

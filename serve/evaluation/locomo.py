@@ -9,92 +9,51 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import numpy as np
 
-from engram.actors.engines.base import Engine
-from engram.actors.engines.factory import engine_from_settings
 from engram.actors.lexical import Bm25Index, fuse, tokenize
 from engram.actors.memory_service import MemoryService
-from engram.models.api import AddRequest, AddStructuredRequest, Message, RecallRequest
-from engram.models.enums import Level, MemType, Ownership, Role
+from engram.models.api import RecallRequest
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.settings import Settings, load_settings
-from engram.serve.evaluation.metrics import ScoreCard, latency_summary, parse_evidence, parse_session_date
+from engram.serve.evaluation.locomo_data import (
+    ADVERSARIAL,
+    CATEGORY_NAMES,
+    Conversation,
+    HarnessError,
+    Question,
+    Turn,
+    load_locomo,
+    memory_contents,
+    select,
+)
+from engram.serve.evaluation.locomo_ingest import (
+    EVAL_CAPACITY,
+    build_engine,
+    eval_settings,
+    ingest_conversation_extract,
+    ingest_conversation_turns,
+    say,
+)
+from engram.serve.evaluation.metrics import ScoreCard, latency_summary
 from engram.serve.memory_core import build_core
 from engram.storage.embedders import Embedder
 from engram.storage.stores import Stores, open_stores
 
 Mode = Literal["turns", "extract"]
 
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-ADVERSARIAL = 5
 TOP_K = 10
-# Far above any LoCoMo conversation (<= 700 turns): capacity eviction is not what is measured here.
-EVAL_CAPACITY = 100_000
 # Weights of the brute-force hybrid preview (cosine clipped to [0, 1], normalised BM25, no entities).
 PREVIEW_WEIGHTS = {"w_semantic": 0.6, "w_lexical": 0.4, "w_entity": 0.0}
-_SESSION_KEY = re.compile(r"^session_(\d+)$")
-_MAX_MESSAGES_PER_ADD = 200
-
-
-class HarnessError(Exception):
-    """The evaluation cannot run as asked (bad data, missing pipeline, a data dir in use)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One turn of a LoCoMo conversation."""
-
-    dia_id: str
-    speaker: str
-    text: str
-    caption: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Session:
-    """One dated session of a conversation; ``date`` is None when its date does not parse."""
-
-    number: int
-    date: datetime | None
-    turns: tuple[Turn, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Question:
-    """One question with its category and parsed evidence dia ids."""
-
-    question: str
-    category: int
-    evidence: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Conversation:
-    """A LoCoMo sample: its sessions in order and its questions."""
-
-    sample_id: str
-    speaker_a: str
-    speaker_b: str
-    sessions: tuple[Session, ...]
-    questions: tuple[Question, ...]
-    # Every dia id of the full conversation, kept when sessions are cut (``--max-sessions``).
-    dia_ids: frozenset[str]
-
-    def turns(self) -> list[Turn]:
-        """Every turn, session by session."""
-        return [turn for session in self.sessions for turn in session.turns]
 
 
 @dataclass
@@ -134,97 +93,6 @@ class _Run:
     per_conversation: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-# --- data ----------------------------------------------------------------------------------------
-
-
-def load_locomo(path: Path) -> list[Conversation]:
-    """Parse a LoCoMo JSON file (a list of samples); HarnessError when it is not one."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot read LoCoMo data {path}: {exc}") from exc
-    if not isinstance(raw, list):
-        raise HarnessError(f"{path} is not a LoCoMo file (expected a JSON list of conversations)")
-    try:
-        return [_conversation(sample) for sample in raw]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise HarnessError(f"{path} is not a LoCoMo file: {type(exc).__name__}: {exc}") from exc
-
-
-def _conversation(sample: Mapping[str, Any]) -> Conversation:
-    conv = sample["conversation"]
-    sessions: list[Session] = []
-    numbers = sorted(int(m.group(1)) for key in conv if (m := _SESSION_KEY.match(key)))
-    for number in numbers:
-        turns = tuple(
-            Turn(
-                dia_id=str(t["dia_id"]),
-                speaker=str(t["speaker"]),
-                text=str(t["text"]),
-                caption=str(t["blip_caption"]) if t.get("blip_caption") else None,
-            )
-            for t in conv[f"session_{number}"]
-        )
-        try:
-            date: datetime | None = parse_session_date(str(conv.get(f"session_{number}_date_time", "")))
-        except ValueError:
-            date = None
-        sessions.append(Session(number, date, turns))
-    questions = tuple(
-        Question(str(qa["question"]), int(qa["category"]), tuple(parse_evidence(qa.get("evidence", []))))
-        for qa in sample.get("qa", [])
-    )
-    dia_ids = frozenset(t.dia_id for s in sessions for t in s.turns)
-    return Conversation(
-        str(sample["sample_id"]),
-        str(conv["speaker_a"]),
-        str(conv["speaker_b"]),
-        tuple(sessions),
-        questions,
-        dia_ids,
-    )
-
-
-def select(
-    conversations: Sequence[Conversation], ids: Sequence[str] | None, max_sessions: int | None
-) -> list[Conversation]:
-    """The conversations named by ``ids`` (all when None), cut to their first ``max_sessions``."""
-    chosen = list(conversations)
-    if ids:
-        known = {c.sample_id: c for c in conversations}
-        missing = [i for i in ids if i not in known]
-        if missing:
-            raise HarnessError(f"unknown conversation id(s): {', '.join(missing)}")
-        chosen = [known[i] for i in dict.fromkeys(ids)]
-    if max_sessions is not None:
-        chosen = [replace(c, sessions=c.sessions[:max_sessions]) for c in chosen]
-    return chosen
-
-
-def turn_content(turn: Turn) -> str:
-    """The memory content of a turn: "<speaker>: <text>", plus the image caption when there is one."""
-    content = f"{turn.speaker}: {turn.text}"
-    return f"{content} [image: {turn.caption}]" if turn.caption else content
-
-
-def memory_contents(turns: Sequence[Turn]) -> tuple[list[str], int]:
-    """One content per turn and how many repeated an earlier one (those get their dia id prefixed).
-
-    The service deduplicates identical contents of one user, which would hide an evidence turn.
-    """
-    seen: set[str] = set()
-    contents: list[str] = []
-    duplicates = 0
-    for turn in turns:
-        content = turn_content(turn)
-        if content in seen:
-            duplicates += 1
-            content = f"[{turn.dia_id}] {content}"
-        seen.add(content)
-        contents.append(content)
-    return contents, duplicates
-
-
 def scored_questions(conversation: Conversation, run: _Run) -> list[Question]:
     """Non-adversarial questions with known evidence, all of it in the (possibly cut) conversation.
 
@@ -247,100 +115,6 @@ def scored_questions(conversation: Conversation, run: _Run) -> list[Question]:
     return questions
 
 
-# --- settings and stores -----------------------------------------------------------------------------
-
-
-def eval_settings(base: Settings, data_dir: Path) -> tuple[Settings, dict[str, Any]]:
-    """Settings for an evaluation: embedded stores under ``data_dir`` and capacity far above the data."""
-    capacity = base.capacity.model_copy(
-        update={"global_limit": EVAL_CAPACITY, "app_limit": EVAL_CAPACITY, "total_limit": EVAL_CAPACITY}
-    )
-    storage = base.storage.model_copy(
-        update={"data_dir": data_dir, "database_url": "", "milvus_uri": "", "master_key_file": ""}
-    )
-    overrides: dict[str, Any] = {
-        "capacity.global_limit": EVAL_CAPACITY,
-        "capacity.app_limit": EVAL_CAPACITY,
-        "capacity.total_limit": EVAL_CAPACITY,
-        "storage": "embedded (SQLite + milvus-lite) in the evaluation data dir",
-    }
-    return base.model_copy(update={"capacity": capacity, "storage": storage}), overrides
-
-
-def _say(progress: TextIO, line: str) -> None:
-    progress.write(line + "\n")
-    progress.flush()
-
-
-# --- ingestion -----------------------------------------------------------------------------------------
-
-
-async def ingest_conversation_turns(
-    service: MemoryService, conversation: Conversation, progress: TextIO
-) -> tuple[int, int]:
-    """Store every turn as one USER / EPISODIC / GLOBAL memory; returns (turns, duplicates renamed)."""
-    turns = conversation.turns()
-    contents, duplicates = memory_contents(turns)
-    dates = {t.dia_id: s.date for s in conversation.sessions for t in s.turns}
-    for done, (turn, content) in enumerate(zip(turns, contents, strict=True), start=1):
-        await service.add_structured(
-            AddStructuredRequest(
-                user_id=conversation.sample_id,
-                level=Level.GLOBAL,
-                ownership=Ownership.USER,
-                mem_type=MemType.EPISODIC,
-                content=content,
-                valid_at=dates[turn.dia_id],
-                source_msg_id=turn.dia_id,
-                sync=True,
-            )
-        )
-        if done % 100 == 0 or done == len(turns):
-            _say(progress, f"  ingested {done}/{len(turns)} turns")
-    return len(turns), duplicates
-
-
-def add_requests(conversation: Conversation) -> list[AddRequest]:
-    """One ``add`` request per session (split at 200 messages); both speakers are people: role user."""
-    requests: list[AddRequest] = []
-    for session in conversation.sessions:
-        messages = [
-            Message(role=Role.USER, content=turn_content(t), msg_id=t.dia_id, timestamp=session.date)
-            for t in session.turns
-        ]
-        for start in range(0, len(messages), _MAX_MESSAGES_PER_ADD):
-            chunk = messages[start : start + _MAX_MESSAGES_PER_ADD]
-            if chunk:
-                requests.append(AddRequest(user_id=conversation.sample_id, messages=chunk))
-    return requests
-
-
-def build_engine(name: str | None, settings: Settings) -> Engine | None:
-    """The named extraction engine configured by ``settings.engine``; None means the rules engine."""
-    if name is None or name == "rules":
-        return None
-    if name not in ("openai", "local", "vllm"):
-        raise HarnessError(f"unknown engine {name!r}: expected rules, openai, local or vllm")
-    try:
-        return engine_from_settings(settings.engine.model_copy(update={"name": name}))
-    except (RuntimeError, ValueError) as exc:
-        raise HarnessError(f"engine {name!r}: {exc}") from exc
-
-
-async def ingest_conversation_extract(
-    service: MemoryService, conversation: Conversation, progress: TextIO
-) -> int:
-    """Hand each session to extraction and evolution (``service.process_add``); returns turns handed."""
-    process_add = getattr(service, "process_add", None)
-    if not callable(process_add):
-        raise HarnessError("extract mode needs the extraction pipeline (MemoryService.process_add)")
-    requests = add_requests(conversation)
-    for done, request in enumerate(requests, start=1):
-        await process_add(request)
-        _say(progress, f"  extracted session request {done}/{len(requests)}")
-    return sum(len(r.messages) for r in requests)
-
-
 # --- evaluation ----------------------------------------------------------------------------------------
 
 
@@ -360,7 +134,7 @@ async def evaluate(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="engram-eval-"))
         )
         run_settings, overrides = eval_settings(settings or load_settings(options.config), data_dir)
-        _say(
+        say(
             progress,
             f"locomo: {len(conversations)} conversation(s), mode {options.mode}, data dir {data_dir}; "
             f"capacity limits raised to {EVAL_CAPACITY} (eviction is not measured)",
@@ -388,7 +162,7 @@ async def _evaluate_all(
             raise HarnessError("extract mode needs the extraction pipeline (MemoryService.process_add)")
         run = _Run()
         for i, conversation in enumerate(conversations, start=1):
-            _say(
+            say(
                 progress,
                 f"[{i}/{len(conversations)}] {conversation.sample_id}: "
                 f"{len(conversation.turns())} turns, {options.mode} mode",
@@ -443,7 +217,7 @@ async def _evaluate_one(
         "ingest_s": round(ingest_s, 2),
     }
     run.per_conversation[user_id] = summary
-    _say(
+    say(
         progress,
         f"  {user_id}: {asked} questions, hit@10 {summary['hit@10']} "
         f"(baseline {summary['baseline_hit@10']}), ingest {ingest_s:.1f} s",
@@ -469,7 +243,7 @@ async def _ask(
         await service.drain()
         run.engram.add(q.category, retrieved, q.evidence)
         if done % 50 == 0 or done == len(questions):
-            _say(progress, f"  answered {done}/{len(questions)} questions")
+            say(progress, f"  answered {done}/{len(questions)} questions")
 
 
 async def _baselines(

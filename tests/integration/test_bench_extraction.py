@@ -11,7 +11,7 @@ import pytest
 from engram.actors.prompts import few_shot_cases
 from engram.loadtest.bench_extraction import bench_requests, main
 from engram.models.settings import Settings
-from engram.serve.evaluation.locomo import load_locomo
+from engram.serve.evaluation.locomo_data import load_locomo
 
 pytestmark = pytest.mark.integration
 

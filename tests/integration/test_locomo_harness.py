@@ -11,7 +11,8 @@ import pytest
 from engram.models.settings import Settings
 from engram.serve import cli
 from engram.serve.evaluation import locomo
-from engram.serve.evaluation.locomo import EvalOptions, evaluate, load_locomo, memory_contents
+from engram.serve.evaluation.locomo import EvalOptions, evaluate
+from engram.serve.evaluation.locomo_data import HarnessError, load_locomo, memory_contents, select
 from engram.storage.embedders import Embedder
 
 pytestmark = pytest.mark.integration
@@ -53,7 +54,7 @@ async def test_harness_on_two_sessions_reports_every_figure(tmp_path: Path, embe
 async def test_a_used_data_dir_is_refused(tmp_path: Path, embedder: Embedder) -> None:
     options = EvalOptions(data=DATA, convs=["conv-30"], max_sessions=1, data_dir=tmp_path / "eval")
     await evaluate(options, settings=Settings(), embedder=embedder, progress=io.StringIO())
-    with pytest.raises(locomo.HarnessError, match="already has memories"):
+    with pytest.raises(HarnessError, match="already has memories"):
         await evaluate(options, settings=Settings(), embedder=embedder, progress=io.StringIO())
 
 
@@ -78,13 +79,13 @@ async def test_an_unknown_engine_is_a_harness_error(tmp_path: Path, embedder: Em
         max_sessions=1,
         data_dir=tmp_path,
     )
-    with pytest.raises(locomo.HarnessError, match="engine 'no-such-engine'"):
+    with pytest.raises(HarnessError, match="engine 'no-such-engine'"):
         await evaluate(options, settings=Settings(), embedder=embedder, progress=io.StringIO())
 
 
 @needs_data
 def test_duplicate_turns_keep_their_own_memory() -> None:
-    [conversation] = locomo.select(load_locomo(DATA), ["conv-30"], 1)
+    [conversation] = select(load_locomo(DATA), ["conv-30"], 1)
     turns = [*conversation.turns(), conversation.turns()[0]]
     contents, duplicates = memory_contents(turns)
     assert duplicates == 1
