@@ -11,6 +11,7 @@ SQL stays in ``storage`` (#28): no other layer imports SQLAlchemy or reaches a t
 connection (``tx.conn``); they call the repositories and query modules of ``storage``. The serving
 layer forwards nothing through ``__getattr__``: a wrapper writes out each
 method it passes on, so mypy follows a call from the route to the backend that answers it.
+And no module grows past ``MODULE_LINES`` lines (#28): one a newcomer reads in one sitting.
 """
 
 from __future__ import annotations
@@ -213,6 +214,23 @@ def wiring_outside_the_root(root: Path) -> list[str]:
     return [f"{where}:{line}: {what} outside {COMPOSITION_ROOT}" for where, line, what in sorted(found)]
 
 
+# Longer modules are split by job (#28); generated files (the database migrations) are exempt.
+MODULE_LINES = 400
+GENERATED = ("storage/migrations/",)
+
+
+def oversized_modules(root: Path, limit: int = MODULE_LINES) -> list[str]:
+    """Every module of the layers longer than ``limit`` lines, generated files aside."""
+    found: list[str] = []
+    for package in LAYERS:
+        for path in sorted((root / package).rglob("*.py")):
+            where = path.relative_to(root).as_posix()
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            if lines > limit and not where.startswith(GENERATED):
+                found.append(f"{where}: {lines} lines (over {limit})")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print each breach, import cycle, ``__getattr__`` forwarder, SQL outside storage and wiring
     outside the composition root; 0 when there is none."""
@@ -222,16 +240,18 @@ def main(argv: list[str] | None = None) -> int:
     forwarders = attribute_forwarding(root)
     sql = sql_outside_storage(root)
     wiring = wiring_outside_the_root(root)
+    oversized = oversized_modules(root)
     for breach in found:
         print(breach)
     for loop in loops:
         print("import cycle: " + " <-> ".join(loop))
-    for line in (*forwarders, *sql, *wiring):
+    for line in (*forwarders, *sql, *wiring, *oversized):
         print(line)
-    problems = len(found) + len(loops) + len(forwarders) + len(sql) + len(wiring)
+    problems = len(found) + len(loops) + len(forwarders) + len(sql) + len(wiring) + len(oversized)
     print(
         f"layers: {len(found)} breaches, {len(loops)} cycles, {len(forwarders)} forwarders, "
-        f"{len(sql)} SQL outside storage, {len(wiring)} wirings outside the root"
+        f"{len(sql)} SQL outside storage, {len(wiring)} wirings outside the root, "
+        f"{len(oversized)} modules over {MODULE_LINES} lines"
         if problems
         else "layers: ok"
     )

@@ -11,6 +11,7 @@ from tests.support.layers import (
     breaches,
     cycles,
     main,
+    oversized_modules,
     sql_outside_storage,
     wiring_outside_the_root,
 )
@@ -124,4 +125,18 @@ def test_the_core_is_wired_only_at_its_composition_root(tmp_path: Path) -> None:
         "serve/shard.py:4: sets the hook on_change outside serve/memory_core.py",
         "serve/shard.py:5: sets the hook handlers outside serve/memory_core.py",
     ]
+    assert main([str(tmp_path)]) == 1
+
+
+def test_no_module_outgrows_one_sitting(tmp_path: Path) -> None:
+    assert oversized_modules(ROOT) == []
+    _write_tree(
+        tmp_path,
+        {
+            "actors/long.py": "x = 1\n" * 401,
+            "actors/fits.py": "x = 1\n" * 400,
+            "storage/migrations/versions/0001_initial.py": "x = 1\n" * 900,
+        },
+    )
+    assert oversized_modules(tmp_path) == ["actors/long.py: 401 lines (over 400)"]
     assert main([str(tmp_path)]) == 1
