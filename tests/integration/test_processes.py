@@ -157,7 +157,13 @@ def test_the_session_its_server_leads_finds_a_process_whose_environment_says_not
 
 def test_descendants_are_the_children_and_theirs(spawned: list[subprocess.Popen[bytes]]) -> None:
     # A shell that starts a grandchild and waits: the failed Ray start's processes look like this.
-    child = subprocess.Popen(["sh", "-c", "sleep 600 & echo started; wait"], stdout=subprocess.PIPE)
+    # "started" only once the forked grandchild has exec'd sleep: before that it is still named sh.
+    script = (
+        "sleep 600 & pid=$!; "
+        'until [ "$(cat /proc/$pid/comm)" = sleep ]; do :; done; '
+        "echo started; wait"
+    )
+    child = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE)
     spawned.append(child)
     assert child.stdout is not None and child.stdout.readline() == b"started\n"
     found = descendants(os.getpid())
