@@ -192,8 +192,8 @@ async def test_archived_purge_after_180_days_and_deleted_vanish_after_30_with_sa
         (faded, OpType.PURGE),
     ]
     assert all(c.sanitized and c.content_before is None and c.content_after is None for c in page.changes)
-    async with stores.metadata.transaction(readonly=True) as tx:
-        blobs = (await tx.conn.execute(select(change_log.c.content_before, change_log.c.content_after))).all()
+    async with stores.metadata.engine.connect() as conn:
+        blobs = (await conn.execute(select(change_log.c.content_before, change_log.c.content_after))).all()
     assert all(before is None and after is None for before, after in blobs)
 
 
@@ -359,10 +359,8 @@ async def test_switched_off_users_are_still_swept(
 ) -> None:
     start = clock.now
     mid = await remember(service, "Collects vinyl records")
-    async with stores.metadata.transaction() as tx:
-        await tx.conn.execute(
-            insert(switches).values(user_id="u1", app_id="", enabled=False, updated_at=start)
-        )
+    async with stores.metadata.engine.begin() as conn:
+        await conn.execute(insert(switches).values(user_id="u1", app_id="", enabled=False, updated_at=start))
     await sweep(lifecycle, host, start + timedelta(days=91))
     assert await status(stores, mid) is Status.ARCHIVED
 

@@ -158,11 +158,7 @@ def test_the_session_its_server_leads_finds_a_process_whose_environment_says_not
 def test_descendants_are_the_children_and_theirs(spawned: list[subprocess.Popen[bytes]]) -> None:
     # A shell that starts a grandchild and waits: the failed Ray start's processes look like this.
     # "started" only once the forked grandchild has exec'd sleep: before that it is still named sh.
-    script = (
-        "sleep 600 & pid=$!; "
-        'until [ "$(cat /proc/$pid/comm)" = sleep ]; do :; done; '
-        "echo started; wait"
-    )
+    script = 'sleep 600 & pid=$!; until [ "$(cat /proc/$pid/comm)" = sleep ]; do :; done; echo started; wait'
     child = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE)
     spawned.append(child)
     assert child.stdout is not None and child.stdout.readline() == b"started\n"

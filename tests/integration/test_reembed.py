@@ -89,11 +89,9 @@ def _lifecycle(settings: Settings, stores: Stores) -> LifecycleStores:
 
 
 async def _rows(stores: Stores) -> list[Any]:
-    async with stores.metadata.transaction(readonly=True) as tx:
-        query = select(
-            memories.c.memory_id, memories.c.user_id, memories.c.status, memories.c.embedding_model
-        )
-        return list((await tx.conn.execute(query)).all())
+    query = select(memories.c.memory_id, memories.c.user_id, memories.c.status, memories.c.embedding_model)
+    async with stores.metadata.engine.connect() as conn:
+        return list((await conn.execute(query)).all())
 
 
 async def _assert_all_on_the_new_model(stores: Stores, contents: dict[str, str]) -> None:

@@ -49,8 +49,9 @@ async def test_each_task_keeps_its_reach_and_old_tasks_get_theirs_from_the_paylo
             assert await tx.tasks.owner(task_id) == TaskOwner(written.user_id, written.kind, app_id, reach)
         assert await tx.tasks.owner("e" * 32) is None
     # As before migration 0008: nothing beside the task; carol's key is shredded meanwhile.
+    async with stores.metadata.engine.begin() as conn:
+        await conn.execute(update(write_tasks).values(app_id=None, reach=None))
     async with stores.metadata.transaction() as tx:
-        await tx.conn.execute(update(write_tasks).values(app_id=None, reach=None))
         assert await tx.keys.shred("carol")
     async with stores.metadata.transaction(readonly=True) as tx:
         # Not filled yet: an admin key only, never a guess.

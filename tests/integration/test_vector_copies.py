@@ -61,7 +61,8 @@ async def test_every_indexed_vector_has_a_sealed_copy(stores: Stores, service: M
     from_index = await _copying(stores).index.get_vectors(ids)
     async with stores.metadata.transaction(readonly=True) as tx:
         copies = await vector_copies.for_user(tx, "u1")
-        raw = {r.memory_id: bytes(r.vector) for r in (await tx.conn.execute(select(memory_vectors))).all()}
+    async with stores.metadata.engine.connect() as conn:
+        raw = {r.memory_id: bytes(r.vector) for r in (await conn.execute(select(memory_vectors))).all()}
     assert set(copies) == set(ids)
     for memory_id in ids:
         np.testing.assert_allclose(copies[memory_id], from_index[memory_id], rtol=1e-6)

@@ -133,7 +133,8 @@ async def test_task_rows_round_trip_encrypted(stores: Stores, clock: ManualClock
         assert await tx.tasks.start(task.task_id, clock.now) == 0
         assert not await tx.tasks.finish(new_id(), TaskStatus.DONE, decisions=[], error=None, at=clock.now)
         done = await tx.tasks.get(task.task_id)
-        raw = (await tx.conn.execute(select(write_tasks).where(write_tasks.c.task_id == task.task_id))).one()
+    async with stores.metadata.engine.connect() as conn:
+        raw = (await conn.execute(select(write_tasks).where(write_tasks.c.task_id == task.task_id))).one()
     assert done is not None and done.status is TaskStatus.DONE
     assert done.decisions == decisions and done.error is None and done.updated_at == clock.now
     assert b"flowerpot" not in bytes(raw.payload) and b"flowerpot" not in bytes(raw.result)
@@ -431,12 +432,9 @@ class FlakyEngine(GatedEngine):
 
 
 async def attempts_of(metadata: MetadataStore, task_id: str) -> int:
-    async with metadata.transaction(readonly=True) as tx:
-        return int(
-            (
-                await tx.conn.execute(select(write_tasks.c.attempts).where(write_tasks.c.task_id == task_id))
-            ).scalar_one()
-        )
+    async with metadata.engine.connect() as conn:
+        query = select(write_tasks.c.attempts).where(write_tasks.c.task_id == task_id)
+        return int((await conn.execute(query)).scalar_one())
 
 
 async def until_done(path: WritePath, task_id: str) -> None:
