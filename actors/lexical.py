@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -166,6 +167,11 @@ class Bm25Index:
 
     def __len__(self) -> int:
         return self.size
+
+    def nbytes(self) -> int:
+        """The memory the index holds: its arrays, and its vocabulary's dict and strings."""
+        arrays = self._docs.nbytes + self._start.nbytes + self._partial.nbytes + self._idf.nbytes
+        return arrays + sys.getsizeof(self._vocabulary) + sum(sys.getsizeof(t) for t in self._vocabulary)
 
     def idf(self, term: str) -> float:
         """Inverse document frequency of ``term`` (0.0 for a term no document holds)."""

@@ -65,6 +65,7 @@ class Recaller:
             vectors,
             embedder,
             max_users=settings.recall.snapshot_cache_users,
+            max_bytes=settings.recall.snapshot_cache_bytes,
             ttl_s=settings.recall.snapshot_ttl_s,
             quick=open_quick_reader(settings.storage.resolved_database_url()),
         )

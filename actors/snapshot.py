@@ -9,6 +9,7 @@ bumped by every committed change of content or status; weights moved by recall h
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -52,10 +53,26 @@ class UserSnapshot:
     entity_tokens: list[frozenset[str]] = field(default_factory=list)
     # Each memory's script (``lexical.language``): lexical evidence only counts within one language.
     languages: list[str | None] = field(default_factory=list)
+    # What the snapshot holds in memory (``snapshot_bytes``), counted against the cache's bound.
+    nbytes: int = 0
+
+
+# A loaded memory's own objects beside its text: the record, its lists, datetimes and short
+# strings, its entity tokens and script. Measured with tracemalloc on loaded snapshots
+# (tests/integration/test_snapshot_warm.py holds the estimate within 2x of the measurement).
+MEMORY_OVERHEAD_BYTES = 2_000
+
+
+def snapshot_bytes(snapshot: UserSnapshot) -> int:
+    """An estimate of the memory a snapshot holds: vectors, lexical index, texts and records."""
+    texts = sum(sys.getsizeof(m.content or "") for m in snapshot.memories)
+    records = MEMORY_OVERHEAD_BYTES * len(snapshot.memories)
+    return int(snapshot.vectors.nbytes) + snapshot.lexicon.nbytes() + texts + records
 
 
 class SnapshotCache:
-    """An LRU of user snapshots, reloaded when the user's version moves or the TTL lapses."""
+    """An LRU of user snapshots, reloaded when the user's version moves or the TTL lapses, bounded
+    by a count of users and by the bytes the snapshots hold (the newest one is always kept)."""
 
     def __init__(
         self,
@@ -65,6 +82,7 @@ class SnapshotCache:
         *,
         max_users: int,
         ttl_s: float,
+        max_bytes: int | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         quick: QuickReader | None = None,
     ) -> None:
@@ -74,6 +92,8 @@ class SnapshotCache:
         self._vectors = vectors
         self._embedder = embedder
         self._max_users = max_users
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._ttl_s = ttl_s
         self._monotonic = monotonic
         self._cache: OrderedDict[str, UserSnapshot] = OrderedDict()
@@ -105,20 +125,30 @@ class SnapshotCache:
         snapshot = await self._build(version, [m for m in rows if m.content is not None], copies)
         METRICS.snapshot_cache.inc(1, {"event": "load"})
         METRICS.snapshot_load.observe((time.perf_counter() - started) * 1000)
-        self._cache[user_id] = snapshot
-        self._cache.move_to_end(user_id)
-        while len(self._cache) > self._max_users:
-            self._cache.popitem(last=False)
-            METRICS.snapshot_cache.inc(1, {"event": "eviction"})
+        self._admit(user_id, snapshot)
         return snapshot
 
+    @property
+    def bytes(self) -> int:
+        """What the cached snapshots hold, by ``snapshot_bytes``."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
     async def warm(self, limit: int) -> int:
-        """Load the snapshots of up to ``limit`` most recently active users; returns how many."""
+        """Load the snapshots of up to ``limit`` most recently active users, while they fit the
+        cache's bounds; returns how many are held."""
         async with self._metadata.transaction(readonly=True) as tx:
             user_ids = await tx.memories.recently_active_users(min(limit, self._max_users))
         for user_id in user_ids:
+            if self._max_bytes is not None and self._bytes >= self._max_bytes:
+                break
             await self.get(user_id)
-        return len(user_ids)
+            # Less active than every user warmed before it: first to go when the cache is full.
+            if user_id in self._cache:
+                self._cache.move_to_end(user_id, last=False)
+        return sum(1 for user_id in user_ids if user_id in self._cache)
 
     def note_recall_hits(self, user_id: str, hits: Mapping[str, tuple[float, int]], at: datetime) -> None:
         """Apply recall-hit bookkeeping (weight, count) to a cached snapshot without reloading it."""
@@ -126,6 +156,20 @@ class SnapshotCache:
         if cached is not None and hits:
             rows = {m: RecallBookkeeping(weight, at, count, at) for m, (weight, count) in hits.items()}
             _apply_bookkeeping(cached, rows)
+
+    def _admit(self, user_id: str, snapshot: UserSnapshot) -> None:
+        replaced = self._cache.pop(user_id, None)
+        self._bytes += snapshot.nbytes - (replaced.nbytes if replaced is not None else 0)
+        self._cache[user_id] = snapshot
+        while len(self._cache) > 1 and self._over_bounds():
+            _, evicted = self._cache.popitem(last=False)
+            self._bytes -= evicted.nbytes
+            METRICS.snapshot_cache.inc(1, {"event": "eviction"})
+        METRICS.snapshot_bytes.set(self._bytes)
+
+    def _over_bounds(self) -> bool:
+        too_many = len(self._cache) > self._max_users
+        return too_many or (self._max_bytes is not None and self._bytes > self._max_bytes)
 
     def _expired(self, snapshot: UserSnapshot) -> bool:
         return self._monotonic() - snapshot.loaded_at >= self._ttl_s
@@ -161,7 +205,7 @@ class SnapshotCache:
             if memories
             else np.zeros((0, self._embedder.dim), dtype=np.float32)
         )
-        return UserSnapshot(
+        snapshot = UserSnapshot(
             version=version,
             loaded_at=self._monotonic(),
             memories=memories,
@@ -170,6 +214,8 @@ class SnapshotCache:
             entity_tokens=[frozenset(t for e in m.entities for t in tokenize(e)) for m in memories],
             languages=[language(m.content or "") for m in memories],
         )
+        snapshot.nbytes = snapshot_bytes(snapshot)
+        return snapshot
 
 
 def _apply_bookkeeping(snapshot: UserSnapshot, rows: Mapping[str, RecallBookkeeping]) -> None:

@@ -192,7 +192,8 @@ def wait_for_warm_snapshots(settings: Settings, limit_s: float = 600.0) -> None:
         state = handle.warm_status.remote().result()
         if state["done"]:
             print(
-                f"recall snapshots warm: {state['users']:.0f} users in {state['seconds']:.1f} s",
+                f"recall snapshots warm: {state['users']:.0f} users in {state['seconds']:.1f} s, "
+                f"{state['cached_bytes'] / 2**20:.0f} MiB held",
                 file=sys.stderr,
                 flush=True,
             )

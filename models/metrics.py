@@ -69,6 +69,12 @@ SNAPSHOT_LOAD = _spec(
     "Time to load one user's snapshot from the stores.",
     buckets=LATENCY_MS,
 )
+SNAPSHOT_BYTES = _spec(
+    "engram_snapshot_cache_bytes",
+    "gauge",
+    "Bytes held by one process's per-user snapshots (an estimate: vectors, lexical index, texts, "
+    "records), bounded by recall.snapshot_cache_bytes.",
+)
 WRITE_ACK = _spec(
     "engram_write_ack_ms",
     "histogram",
@@ -173,6 +179,7 @@ SPECS: tuple[MetricSpec, ...] = (
     RECALL_CANDIDATES,
     SNAPSHOT_CACHE,
     SNAPSHOT_LOAD,
+    SNAPSHOT_BYTES,
     WRITE_ACK,
     TASK_LATENCY,
     TASKS_PENDING,
@@ -328,6 +335,7 @@ class EngramMetrics:
         self.recall_candidates = instruments.histogram(RECALL_CANDIDATES)
         self.snapshot_cache = instruments.counter(SNAPSHOT_CACHE)
         self.snapshot_load = instruments.histogram(SNAPSHOT_LOAD)
+        self.snapshot_bytes = instruments.gauge(SNAPSHOT_BYTES)
         self.write_ack = instruments.histogram(WRITE_ACK)
         self.task_latency = instruments.histogram(TASK_LATENCY)
         self.tasks_pending = instruments.gauge(TASKS_PENDING)

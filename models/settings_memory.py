@@ -69,6 +69,9 @@ class RecallSettings(BaseModel):
     entity_weight: float = Field(0.02, ge=0)
     # Per-user snapshots held by each recall process (DESIGN decision 5).
     snapshot_cache_users: int = Field(1000, ge=1)
+    # ... and at most this many bytes of them (an estimate, actors.snapshot.snapshot_bytes): users
+    # differ by orders of magnitude in size, so a count alone does not bound a replica's memory.
+    snapshot_cache_bytes: int = Field(512 * 1024 * 1024, ge=1)
     snapshot_ttl_s: float = Field(60.0, gt=0)
     # A starting recall replica loads the snapshots of this many most recently active users in the
     # background, so that a restart or a scale-out does not send every first recall to the stores.

@@ -188,8 +188,13 @@ class RecallDeployment:
 
     async def warm_status(self) -> dict[str, float]:
         """Whether this replica's snapshot warm-up has finished, for how many users, how long it took,
-        and how many objects it left to the garbage collector's permanent generation."""
-        return dict(self._warm_state)
+        how many objects it left to the garbage collector's permanent generation, and how many
+        snapshots (and bytes of them) the replica holds now."""
+        held = {"cached_users": 0.0, "cached_bytes": 0.0}
+        if self._recaller is not None:
+            cache = self._recaller.snapshots
+            held = {"cached_users": float(len(cache)), "cached_bytes": float(cache.bytes)}
+        return {**self._warm_state, **held}
 
     def _get(self) -> Recaller:
         # Engines are created lazily on the replica's own event loop (DESIGN, Ray facts).
