@@ -85,33 +85,18 @@ export class EngramClient extends Operations {
   }
 
   /** Every change of `request`'s user, newest first, following the pages' cursors. */
-  async *iterChangeLog(request: ChangeLogRequest, options?: CallOptions): AsyncGenerator<ChangeView> {
-    let cursor = request.cursor ?? null;
-    do {
-      const page = await this.changeLog({ ...request, cursor }, options);
-      yield* page.changes;
-      cursor = page.next_cursor;
-    } while (cursor !== null);
+  iterChangeLog(request: ChangeLogRequest, options?: CallOptions): AsyncGenerator<ChangeView> {
+    return follow(request, (r) => this.changeLog(r, options), (page) => page.changes);
   }
 
   /** Every memory `request` selects, a page at a time under the hood (an admin key). */
-  async *iterUserList(request: UserListRequest, options?: CallOptions): AsyncGenerator<MemoryView> {
-    let cursor = request.cursor ?? null;
-    do {
-      const page = await this.userList({ ...request, cursor }, options);
-      yield* page.memories;
-      cursor = page.next_cursor;
-    } while (cursor !== null);
+  iterUserList(request: UserListRequest, options?: CallOptions): AsyncGenerator<MemoryView> {
+    return follow(request, (r) => this.userList(r, options), (page) => page.memories);
   }
 
   /** Every memory held for review, oldest first (an admin key). */
-  async *iterQuarantine(request: QuarantineListRequest, options?: CallOptions): AsyncGenerator<HeldMemory> {
-    let cursor = request.cursor ?? null;
-    do {
-      const page = await this.quarantineList({ ...request, cursor }, options);
-      yield* page.memories;
-      cursor = page.next_cursor;
-    } while (cursor !== null);
+  iterQuarantine(request: QuarantineListRequest, options?: CallOptions): AsyncGenerator<HeldMemory> {
+    return follow(request, (r) => this.quarantineList(r, options), (page) => page.memories);
   }
 
   /** The lines of a finished export (JSON Lines, as `userImport` takes them back), streamed. */
@@ -165,6 +150,20 @@ export class EngramClient extends Operations {
       throw new EngramError(ErrorCode.DEPENDENCY_UNAVAILABLE, reason, options?.traceId ?? "", 0);
     }
   }
+}
+
+/** The items of every page from `request`'s cursor (or the first page) to the last. */
+async function* follow<R extends { cursor?: string | null }, P extends { next_cursor: string | null }, T>(
+  request: R,
+  fetchPage: (request: R) => Promise<P>,
+  items: (page: P) => T[],
+): AsyncGenerator<T> {
+  let cursor = request.cursor ?? null;
+  do {
+    const page = await fetchPage({ ...request, cursor });
+    yield* items(page);
+    cursor = page.next_cursor;
+  } while (cursor !== null);
 }
 
 async function readEnvelope(response: Response): Promise<Envelope> {
