@@ -82,6 +82,19 @@ SENSITIVE: tuple[Case, ...] = (
     _c(Cat.CARD, "我的信用卡号是4111111111111111", "4111111111111111"),
     _c(Cat.CARD, "银行卡 5105 1051 0510 5100 尾号5100", "5105 1051 0510 5100"),
     _c(Cat.CARD, "请用卡号6011000990139424付款", "6011000990139424"),
+    # numbers the text calls a card: redacted whatever their checksum (these fail the Luhn check)
+    _c(Cat.CARD, "my card number is 4111 1111 1111 1112", "4111 1111 1111 1112"),
+    _c(Cat.CARD, "credit card: 5500-0000-0000-0005", "5500-0000-0000-0005"),
+    _c(Cat.CARD, "4111111111111112 is my debit card", "4111111111111112"),
+    _c(Cat.CARD, "我的信用卡号是6222020200112233445", "6222020200112233445"),
+    _c(Cat.CARD, "银行卡号 6217 0000 1234 5678 901", "6217 0000 1234 5678 901"),
+    _c(Cat.CARD, "6222 0212 3456 7890 123是我的卡号", "6222 0212 3456 7890 123"),
+    # bank account and routing numbers stated as such
+    _c(Cat.ACCOUNT, "my bank account number is 0012345678", "0012345678"),
+    _c(Cat.ACCOUNT, "account no. 12-3456-7890 at the credit union", "12-3456-7890"),
+    _c(Cat.ACCOUNT, "routing number 021000021", "021000021"),
+    _c(Cat.ACCOUNT, "我的银行账号是6228480402564890017", "6228480402564890017"),
+    _c(Cat.ACCOUNT, "工资账号：1234 5678 9012", "1234 5678 9012"),
     # IBANs (mod-97 valid)
     _c(Cat.IBAN, "salary goes to DE89 3704 0044 0532 0130 00", "DE89 3704 0044 0532 0130 00"),
     _c(Cat.IBAN, "my IBAN is GB82WEST12345698765432", "GB82WEST12345698765432"),
@@ -95,6 +108,11 @@ SENSITIVE: tuple[Case, ...] = (
     _c(Cat.GOV_ID, "身份证110101199003074514，别忘了", "110101199003074514"),
     _c(Cat.GOV_ID, "我的护照号码是G28233515", "G28233515"),
     _c(Cat.GOV_ID, "national id: X1234567A", "X1234567A"),
+    _c(Cat.GOV_ID, "my employee id is E20231145", "E20231145"),
+    _c(Cat.GOV_ID, "customer ID: 88231907", "88231907"),
+    _c(Cat.GOV_ID, "driver's license number D1234567", "D1234567"),
+    _c(Cat.GOV_ID, "我的学号是2019123456", "2019123456"),
+    _c(Cat.SECRET, "the license key is XK92-PL4M-QQ81-ZT6W", "XK92-PL4M-QQ81-ZT6W"),
     # email addresses
     _c(Cat.EMAIL, "email me at bob.smith@example.com", "bob.smith@example.com"),
     _c(Cat.EMAIL, "work mail: li.na+work@corp.example.cn", "li.na+work@corp.example.cn"),
@@ -163,5 +181,15 @@ BENIGN: tuple[Case, ...] = tuple(
         "the docs are at https://example.org/guides/getting-started/install-v2",
         "my password is too weak, I need a new one",
         "我的手机是华为Mate60，用了两年",
+        "I paid 12345678 yuan for the car",
+        "my account was created in 2019",
+        "I have 2 credit cards and 1 debit card",
+        "我的账号被锁了三天",
+        "card 4 of 52 was the queen of hearts",
+        "I got a new library card today",
+        "the tracking number is 1Z999AA10123456784",
+        "she said her student id card was lost",
+        "我每个月的卡路里摄入大约是60000",
+        "the account has 12 members and 3 admins",
     )
 )

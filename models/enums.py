@@ -91,5 +91,6 @@ class SensitiveCategory(StrEnum):
     CARD = "CARD"
     IBAN = "IBAN"
     GOV_ID = "ID"
+    ACCOUNT = "ACCOUNT"  # a bank account (or routing) number stated as such, in no checked format
     EMAIL = "EMAIL"
     PHONE = "PHONE"

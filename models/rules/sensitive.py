@@ -107,7 +107,8 @@ _BEARER = re.compile(r"(?i:bearer)\s+([A-Za-z0-9._~+/-]{16,}=*)")
 # A value stated as a password, key or token: only the value is replaced, the sentence stays.
 _STATED = re.compile(
     r"(?i:pass(?:word|phrase|code)?|passwd|pwd|pin(?: code)?|api[ _-]?key|access[ _-]?key|secret(?: key)?"
-    r"|(?:auth |access |api )?token|密码|密碼|口令|密钥|秘钥|令牌|支付密码|验证码)"
+    r"|(?:auth |access |api )?token|(?:licen[cs]e|product|activation|serial) (?:key|code)"
+    r"|密码|密碼|口令|密钥|秘钥|令牌|支付密码|验证码|激活码|序列号)"
     r"(?:\s+(?i:is|was|=)(?:\s+(?i:now|still|currently|changed to|set to))?|\s+(?i:changed to|set to)"
     r"|\s*[:=：]|\s*(?:现在|仍然|还)?(?:是|为|為|改成了?|换成了?|改为|设为|设置为))"
     r"\s*[\"'“”]?([^\s\"'“”，。,;；、！!？?]{3,})"
@@ -118,9 +119,57 @@ _IBAN = re.compile(_NA + r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}" + _NZ)
 _SSN = re.compile(_ND + r"(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}" + _NDZ)
 _CN_ID = re.compile(_ND + r"[1-9]\d{16}[\dXx]" + _NZ)
 _STATED_ID = re.compile(
-    r"(?i:passport(?: number| no\.?)?|ssn|social security number|national id(?: number)?|id number"
-    r"|护照号?码?|身份证号?码?|社保号码?|证件号码?)"
+    _NA + r"(?i:passport(?: number| no\.?)?|ssn|social security number|national id(?: number)?|id number"
+    r"|(?:user|customer|member|membership|employee|staff|student|patient|tax|taxpayer) (?:id|number|no\.?)"
+    r"(?: number)?|driver'?s? licen[cs]e(?: number| no\.?)?"
+    r"|护照号?码?|身份证号?码?|社保号码?|证件号码?|驾驶证号?码?|学号|工号|会员号|客户号|病历号)"
     r"(?:\s+(?i:is)|\s*[:：#]|\s*(?:是|为|為))?\s*([A-Z0-9][A-Z0-9-]{5,17}[A-Z0-9])" + _NZ
+)
+# A number the text calls a card or a bank account: redacted whatever its checksum (a checksum only
+# raises confidence in a number nobody named). The name comes before the number or right after it.
+_DIGITS = r"(\d(?:[ -]?\d){%d,%d})" + _NDZ
+_CARD_NAME = (
+    r"(?i:(?:credit |debit |bank |payment |gift )?card(?: number| no\.?| #)?)"
+    r"|(?:信用卡|借记卡|储蓄卡|银行卡|卡)号?码?"
+)
+_ACCOUNT_NAME = (
+    r"(?i:(?:bank |checking |savings |current )?account(?: number| no\.?| #)?|acct(?: no\.?)?"
+    r"|routing(?: number| no\.?)?|sort code)"
+    r"|(?:银行)?(?:账号|帐号|账户号?码?|帐户号?码?)"
+)
+_STATED_BEFORE = r"(?:\s+(?i:is|was|number is)|\s*[:：#=]|\s*(?:是|为|為))?\s*"
+_STATED_AFTER = r"\s*(?:\s(?i:is|was) (?i:my|the|our|his|her|their)(?: [a-z]+)? |是我的|是他的|是她的)"
+_STATED_CARD = re.compile(
+    _NA
+    + r"(?:"
+    + _CARD_NAME
+    + r")"
+    + _STATED_BEFORE
+    + _ND
+    + _DIGITS % (11, 18)
+    + r"|"
+    + _ND
+    + _DIGITS % (11, 18)
+    + _STATED_AFTER
+    + r"(?:"
+    + _CARD_NAME
+    + r")"
+)
+_STATED_ACCOUNT = re.compile(
+    _NA
+    + r"(?:"
+    + _ACCOUNT_NAME
+    + r")"
+    + _STATED_BEFORE
+    + _ND
+    + _DIGITS % (5, 33)
+    + r"|"
+    + _ND
+    + _DIGITS % (5, 33)
+    + _STATED_AFTER
+    + r"(?:"
+    + _ACCOUNT_NAME
+    + r")"
 )
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _PHONE = re.compile(
@@ -179,11 +228,24 @@ def _random_looking(token: str) -> bool:
     return entropy(token) >= (3.5 if mixed_case else 3.8)
 
 
+def _stated(pattern: re.Pattern[str], text: str) -> Iterable[tuple[int, int]]:
+    # Two alternatives (name first, number first), one group each: the number is the one that took part.
+    for m in pattern.finditer(text):
+        group = 1 if m.group(1) is not None else 2
+        if len(set(re.sub(r"\D", "", m.group(group)))) > 1:
+            yield m.start(group), m.end(group)
+
+
 def _cards(text: str) -> Iterable[tuple[int, int]]:
     for start, end, value in _spans(_CARD, text):
         digits = re.sub(r"\D", "", value)
         if 13 <= len(digits) <= 19 and luhn_ok(digits) and len(set(digits)) > 1:
             yield start, end
+    yield from _stated(_STATED_CARD, text)
+
+
+def _accounts(text: str) -> Iterable[tuple[int, int]]:
+    yield from _stated(_STATED_ACCOUNT, text)
 
 
 def _ibans(text: str) -> Iterable[tuple[int, int]]:
@@ -220,6 +282,7 @@ _DETECTORS: tuple[tuple[Cat, Callable[[str], Iterable[tuple[int, int]]]], ...] =
     (Cat.GOV_ID, _gov_ids),
     (Cat.IBAN, _ibans),
     (Cat.CARD, _cards),
+    (Cat.ACCOUNT, _accounts),
     (Cat.EMAIL, _emails),
     (Cat.PHONE, _phones),
 )

@@ -22,9 +22,9 @@ def test_every_sensitive_value_is_detected_and_redacted(case: Case) -> None:
     assert case.value not in result.text and f"[{case.category.value}]" in result.text
 
 
-def test_false_positives_on_the_benign_set_stay_under_five_percent() -> None:
+def test_no_benign_look_alike_is_flagged() -> None:
     flagged = [c.text for c in BENIGN if detect(c.text)]
-    assert len(flagged) <= 0.05 * len(BENIGN), flagged
+    assert flagged == []
 
 
 def test_the_set_is_large_and_bilingual() -> None:
@@ -43,6 +43,16 @@ def test_checksums() -> None:
 
 def test_a_number_failing_its_checksum_is_not_a_card_nor_an_id() -> None:
     assert detect("ref 4111 1111 1111 1112 and 110105194912310021") == []
+
+
+def test_a_number_the_text_calls_a_card_or_an_account_is_redacted_whatever_its_checksum() -> None:
+    # #31: a stated card number that fails the Luhn check came back verbatim from recall.
+    assert not luhn_ok("4111111111111112")
+    assert screen("my card number is 4111 1111 1111 1112", REDACT_ALL).text == "my card number is [CARD]"
+    assert screen("4111111111111112 是我的卡号", REDACT_ALL).text == "[CARD] 是我的卡号"
+    assert screen("savings account: 00-1234-5678", REDACT_ALL).text == "savings account: [ACCOUNT]"
+    # Unnamed, the same digits stay: the checksum is what says "card" then, and "paid" is no "id".
+    assert detect("ref 4111 1111 1111 1112") == [] and detect("I paid 88231907 for it") == []
 
 
 def test_redaction_keeps_the_rest_of_the_sentence_and_is_idempotent() -> None:
