@@ -328,7 +328,9 @@ def _richer_statement(fact: Fact, candidates: Sequence[rules.Candidate]) -> rule
     new = normalise_content(fact.text)
     for candidate in candidates:
         old = normalise_content(candidate.text)
-        if old and old != new and _contains(new, old) and candidate.cosine >= MERGE_MIN_COSINE:
+        contained = old and old != new and _contains(new, old) and candidate.cosine >= MERGE_MIN_COSINE
+        # "不再喜欢喝咖啡" holds "喜欢喝咖啡" and reverses it: a contradiction, not more detail.
+        if contained and not rules.contradicts(candidate.text, fact.text):
             return candidate
     return None
 

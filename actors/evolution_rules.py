@@ -71,6 +71,8 @@ def decide(new: NewFact, similar: Sequence[Candidate], *, dedup_threshold: float
             return RuleDecision("NONE", candidate, None, f"same meaning: same {_label(new_attr[0])}")
     for candidate in ranked:
         old_attr = statements.claim(candidate.text)
+        if old_attr and ends(candidate.text, new.text):
+            return RuleDecision("SUPERSEDE", candidate, None, f"{_label(old_attr[0])} ended")
         if new_attr and old_attr and new_attr[0] == old_attr[0]:
             if _covers(new_attr, old_attr[1]):
                 return RuleDecision("UPDATE", candidate, new.text, f"more specific {_label(new_attr[0])}")
@@ -86,8 +88,18 @@ def decide(new: NewFact, similar: Sequence[Candidate], *, dedup_threshold: float
 
 
 def contradicts(a: str, b: str) -> bool:
-    """True when a and b give different values of one single-valued attribute or opposite preferences."""
-    return _attribute_changed(a, b) or _preference_reversed(a, b)
+    """True when a and b give different values of one single-valued attribute or opposite preferences,
+    or one states the end of the other's value ("Works at Acme", "No longer works at Acme")."""
+    return _attribute_changed(a, b) or _preference_reversed(a, b) or ends(a, b) or ends(b, a)
+
+
+def ends(old_text: str, new_text: str) -> bool:
+    """Whether ``new_text`` states the end of the value ``old_text`` gives ("Quit Google")."""
+    gone, old = statements.ended(new_text), statements.claim(old_text)
+    if gone is None or old is None:
+        return False
+    attributes = {"employer", "residence"} if gone[0] == "left" else {gone[0]}
+    return old[0] in attributes and (_covers(old, gone[1]) or _covers((old[0], gone[1]), old[1]))
 
 
 def new_information(new_text: str, old_text: str) -> bool:

@@ -10,6 +10,7 @@ named people). Facts follow the seeds' compact style with the subject dropped: "
 from engram.actors.statements.attributes import (
     SAME_MEANING_VERBS,
     attribute,
+    ended,
     preference,
     same_meaning_verbs,
     same_value,
@@ -30,6 +31,7 @@ __all__ = [
     "attribute",
     "claim",
     "classify",
+    "ended",
     "entities",
     "expiry_days",
     "importance",

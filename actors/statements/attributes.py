@@ -9,7 +9,17 @@ from typing import Final
 from engram.actors.statements.rewriting import _DROP_ADVERBS, _ZH_INTENSIFIERS
 from engram.actors.statements.text import _ZH_TIME, _fold, _words, is_chinese
 
-_EN_SUBJECT_LEAD: Final = re.compile(r"^(?:(?:the )?user(?:'s)?\s+|i\s+|my\s+)")
+_EN_SUBJECT_LEAD: Final = re.compile(r"^(?:(?:the )?user(?:'s)?\s+|i\s+|my\s+|we\s+|i've\s+|we've\s+)")
+# Words that only say when: a changed value is told with them ("now I work as", "sushi anymore").
+_EN_WHEN_FILLER: Final = re.compile(r"\b(?:now|currently|anymore|any more|these days|nowadays)\b")
+# Clauses of one statement: the value that changed is usually told in the last one.
+_EN_CLAUSE: Final = re.compile(r"\s*(?:[,;]|\bbut\b|\band\b)\s*")
+_ZH_CLAUSE: Final = re.compile("[，,；;]")
+# A change of job told in its own clause ("switched jobs", "换工作了"): then "I'm at X" names the employer.
+_JOB_CHANGE: Final = re.compile(
+    r"\b(?:switched|changed|new|changing|switching) (?:jobs?|careers?|employers?|companies)\b"
+    "|换工作|换了工作|换了份工作|跳槽|离职|辞职"
+)
 _EN_IS_LEAD: Final = re.compile(r"^(?:i'm|im|i am|the user is|user is)\s+")
 _EN_VALUE_END: Final = re.compile(
     r"[,;(]| (?:with|since|for|because|as|at|in|near|and now|now|recently|currently|last|next|this|ago|"
@@ -55,21 +65,29 @@ _CITIES: Final = {
 
 
 _CORE_ADVERBS: Final = _DROP_ADVERBS | _words("now currently still recently already")
+_EN_STARTED_A_JOB: Final = r"^(?:started|began)\s+(?:a\s+)?(?:new\s+)?(?:job|position|role|work(?:ing)?)\s+"
+_EN_GOT_A_JOB: Final = r"^(?:got|found|took|accepted|landed)\s+a\s+(?:new\s+)?(?:job|position|role)\s+"
+_ZH_BECAME: Final = "^(?:是|当|做|成为|当上了?|当了|做了|转行(?:当|做|成为|去当|去做)了?)"
+_AMERICAN: Final = {"colour": "color", "flavour": "flavor", "favour": "favor", "honour": "honor"}
+_BRITISH: Final = re.compile(r"\b(?:" + "|".join(_AMERICAN) + r")\b")
 
 
 def _en_core(fact: str) -> str:
-    text = _fold(fact).strip().rstrip(".!?;。 ")
-    text = _EN_IS_LEAD.sub("is ", text)
-    text = _EN_SUBJECT_LEAD.sub("", text)
-    words = text.split()
-    while words and words[0] in _CORE_ADVERBS:
-        words.pop(0)
-    return " ".join(words)
+    text = " ".join(_EN_WHEN_FILLER.sub(" ", _fold(fact)).split()).rstrip(".!?;。 ")
+    while True:  # "now I'm ...": leads come in any order
+        before = text
+        text = _EN_SUBJECT_LEAD.sub("", _EN_IS_LEAD.sub("is ", text))
+        words = text.split()
+        while words and words[0] in _CORE_ADVERBS:
+            words.pop(0)
+        text = " ".join(words)
+        if text == before:
+            return text
 
 
 def _zh_core(fact: str) -> str:
     text = _fold(fact).strip().rstrip(".!?;。 ")
-    text = re.sub(f"^(?:用户|我|本人)?(?:的)?(?:{_ZH_TIME})*", "", text)
+    text = re.sub(f"^(?:用户|我们(?:全家|一家)?|我|本人)?(?:的)?(?:{_ZH_TIME})*", "", text)
     return _ZH_INTENSIFIERS.sub("", text, count=1)
 
 
@@ -87,8 +105,11 @@ def _en_attribute(core: str) -> tuple[str, str] | None:
         ("residence", r"^(?:lives?|living|resides?|residing|is based|is living)\s+(?:in|at)\s+(.+)"),
         ("residence", r"^(?:moved|has moved|relocated|has relocated|just moved)\s+to\s+(.+)"),
         ("hometown", r"^(?:is|comes?|came|is originally)\s+from\s+(.+)"),
-        ("employer", r"^(?:works?|is working|is employed|worked)\s+(?:at|for|by)\s+(.+)"),
+        ("employer", r"^(?:works?|working|is working|is employed|worked)\s+(?:at|for|by)\s+(.+)"),
         ("employer", r"^(?:joined|is employed by)\s+(.+)"),
+        ("employer", _EN_STARTED_A_JOB + r"(?:at|for|with)\s+(.+)"),
+        ("employer", _EN_GOT_A_JOB + r"(?:at|with)\s+(.+)"),
+        ("job", _EN_GOT_A_JOB + r"as\s+(?:an?\s+)?(.+)"),
         ("job", r"^(?:works? as|is working as)\s+(?:an?\s+)?(.+)"),
         ("job", r"^(?:job|occupation|profession) is\s+(?:an?\s+)?(.+)"),
         ("relationship", r"^(?:is\s+|got\s+)(single|married|divorced|engaged|widowed|in a relationship)\b"),
@@ -98,8 +119,9 @@ def _en_attribute(core: str) -> tuple[str, str] | None:
             value = _clean_value(m.group(1), chinese=False)
             return (attr, value) if value else None
     if m := re.match(r"^(?:favou?rite|fave|fav)\s+(.+?)\s+(?:is|are)\s+(.+)", core):
-        return f"favorite:{_clean_value(m.group(1), False)}", _clean_value(m.group(2), False)
-    if m := re.match(r"^is\s+an?\s+(.+)", core):
+        kind = _BRITISH.sub(lambda w: _AMERICAN[w.group()], _clean_value(m.group(1), False))
+        return f"favorite:{kind}", _clean_value(m.group(2), False)
+    if m := re.match(r"^(?:is|became|has become|is becoming)\s+an?\s+(.+)", core):
         value = _clean_value(m.group(1), chinese=False)
         last = value.split()[-1] if value else ""
         if " of " not in f" {value} " and last not in _OCCUPATION_EXCLUDED and _OCCUPATION_EN.search(last):
@@ -116,6 +138,7 @@ def _zh_attribute(core: str) -> tuple[str, str] | None:
         ("hometown", "^(?:来自|老家(?:在|是)|家乡(?:在|是)|出生在|出生于)(.+)"),
         ("employer", "^在(.+?)(?:工作|上班|任职|实习)"),
         ("employer", "^(?:就职于|任职于|供职于)(.+)"),
+        ("employer", "^(?:跳槽|转会)(?:到|去)了?(.+)"),
         ("job", "^(?:职业|工作)是(?:一名|一个|一位)?(.+)"),
     )
     for attr, pattern in patterns:
@@ -127,7 +150,7 @@ def _zh_attribute(core: str) -> tuple[str, str] | None:
     for word, status in _RELATIONSHIP_ZH.items():
         if re.match(f"^(?:已经|刚刚|刚|现在|目前|还是)?{word}", core):
             return "relationship", status
-    if m := re.match("^(?:是|当|做)(?:一名|一个|一位|个|名|位)?(.+)", core):
+    if m := re.match(_ZH_BECAME + "(?:一名|一个|一位|个|名|位)?(.+)", core):
         value = _clean_value(m.group(1), chinese=True)
         if _OCCUPATION_ZH.search(value):
             return "job", value
@@ -138,9 +161,56 @@ def attribute(fact: str) -> tuple[str, str] | None:
     """(attribute, value) for a single-valued attribute a new value replaces: residence, name, job, age..."""
     chinese = is_chinese(fact)
     found = _zh_attribute(_zh_core(fact)) if chinese else _en_attribute(_en_core(fact))
+    if found is None:
+        found = _changed_in_a_clause(fact, chinese)
     if found is not None and found[0] == "name" and len(found[1]) > (8 if chinese else 40):
         return None  # a clause, not a name ("叫了一辆出租车去机场")
     return found
+
+
+_EN_LEFT_JOB: Final = re.compile(
+    r"^(?:quit|left|resigned from|has left|has quit|stopped working (?:at|for))\s+"
+    r"(?:(?:my|the|a) (?:job|position|role) (?:at|with)\s+)?(.+)"
+)
+
+
+def ended(fact: str) -> tuple[str, str] | None:
+    """(attribute, value) whose end the fact states: "No longer lives in Lisbon", "Quit Google",
+    "不再住北京了", "从谷歌辞职了". "left" ends an employer or a residence: attribute "left"."""
+    if is_chinese(fact):
+        core = _zh_core(fact)
+        if m := re.match("^(?:已经)?(?:不再|没再)(.+)", core):
+            return _zh_attribute(m.group(1))
+        if m := re.match("^(?:已经)?从(.+?)(?:辞职|离职)了?$", core):
+            return "employer", _clean_value(m.group(1), chinese=True)
+        if m := re.match("^(?:已经)?不在(.+?)(?:工作|上班|任职)了?$", core):
+            return "employer", _clean_value(m.group(1), chinese=True)
+        return None
+    core = _en_core(fact)
+    if m := re.match(r"^no longer\s+(.+)", core):
+        return _en_attribute(m.group(1))
+    if m := _EN_LEFT_JOB.match(core):
+        value = _clean_value(m.group(1), chinese=False)
+        return ("employer" if "job" in core or "work" in core else "left", value) if value else None
+    return None
+
+
+def _changed_in_a_clause(fact: str, chinese: bool) -> tuple[str, str] | None:
+    """The attribute of the last clause that states one: "I left Google, now I work at Stripe"."""
+    clauses = [c for c in (_ZH_CLAUSE if chinese else _EN_CLAUSE).split(fact) if c.strip()]
+    if len(clauses) < 2:
+        return None
+    job_changed = _JOB_CHANGE.search(_fold(fact)) is not None
+    for clause in reversed(clauses):
+        core = _zh_core(clause) if chinese else _en_core(clause)
+        found = _zh_attribute(core) if chinese else _en_attribute(core)
+        if found is None and job_changed:
+            # "Switched jobs, I'm at Globex now", "换工作了，去了腾讯"
+            at = re.match("^(?:去了|到了|进了|加入了?)(.+)" if chinese else r"^is at\s+(.+)", core)
+            found = ("employer", _clean_value(at.group(1), chinese)) if at else None
+        if found is not None and found[1]:
+            return found
+    return None
 
 
 def same_value(left: str, right: str) -> bool:
@@ -170,6 +240,7 @@ def same_meaning_verbs(left: str, right: str) -> bool:
 
 _EN_NEGATIVE: Final = re.compile(
     r"^(?:dislikes?|hates?|detests?|loathes?|can't stand|cannot stand|can not stand|"
+    r"no longer (?:likes?|loves?|enjoys?|eats?|drinks?)|"
     r"(?:doesn't|does not|don't|do not) (?:like|enjoy|love|care for)|"
     r"(?:doesn't|does not|don't|do not|never) (?:eat|drink)s?|"
     r"(?:isn't|is not) (?:a (?:big |huge )?fan of|into|fond of)|not a fan of|avoids?)\s+(.+)"
@@ -179,7 +250,8 @@ _EN_POSITIVE: Final = re.compile(
     r"|is (?:a (?:big |huge )?fan of|into|fond of|crazy about))\s+(.+)"
 )
 _ZH_NEGATIVE: Final = re.compile(
-    "^(?:不太喜欢|不怎么喜欢|不是很喜欢|不喜欢|不爱|讨厌|厌恶|反感|受不了|不吃|不喝)(.+)"
+    "^(?:已经|再也|早就)?(?:不太喜欢|不怎么喜欢|不是很喜欢|不再喜欢|不喜欢|不再爱|不爱|讨厌|厌恶|反感|受不了"
+    "|不再吃|不吃|不再喝|不喝)(.+)"
 )
 _ZH_POSITIVE: Final = re.compile("^(?:最)?(?:喜欢|热爱|喜爱|偏爱|偏好|钟爱|爱(?!人)|迷上了?)(?!的)(.+)")
 

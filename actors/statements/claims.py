@@ -51,6 +51,23 @@ _ZH_CLAIM: Final = re.compile(
 )
 _ZH_CLAIM_VALUE_END: Final = re.compile("[，,。；;！？!?（(]|因为|所以|但是")
 _ZH_PRONOUN_LEAD: Final = re.compile("^(?:这|那|它|这个|那个|什么|哪)")
+# One attribute under its everyday names: "my new number" is the phone number it replaces.
+_EN_SAME_ATTRIBUTE: Final = {
+    **dict.fromkeys(
+        ("number", "phone", "mobile", "mobile number", "cell", "cell number", "cell phone",
+         "cell phone number", "telephone", "telephone number", "phone no", "contact number"),
+        "phone number",
+    ),
+    **dict.fromkeys(("e-mail", "email address", "e-mail address", "mail address", "mail"), "email"),
+}  # fmt: skip
+_ZH_SAME_ATTRIBUTE: Final = {
+    **dict.fromkeys(("号", "新号", "手机", "电话", "电话号", "手机号", "联系电话", "联系方式"), "手机号"),
+    **dict.fromkeys(("邮箱", "电子邮箱", "邮件地址", "邮箱地址", "email"), "邮箱"),
+}
+_ZH_NEW_VALUE: Final = re.compile(
+    "^(?:换了|换成了?|改了|用了)(?:个|一个)?(?:新的?)?(?P<attr>号码|手机号码?|电话号码?|手机|电话|邮箱|地址)"
+    "(?:是|为|：|:)?(?P<value>.+)$"
+)
 _ADDITIVE: Final = re.compile(r"\b(?:also|too|as well|another|one more)\b|还有|也是|另一个|又一个")
 
 
@@ -61,7 +78,10 @@ def claim(fact: str) -> tuple[str, str] | None:
         return known
     if _ADDITIVE.search(_fold(fact)):
         return None  # "also has a second locker": one more value, not a replacement
-    return _zh_claim(_zh_core(fact)) if is_chinese(fact) else _en_claim(_en_core(fact))
+    if is_chinese(fact):
+        core = _zh_core(fact)
+        return _zh_claim(core) or _zh_new_value(core)
+    return _en_claim(_en_core(fact))
 
 
 def _en_claim(core: str) -> tuple[str, str] | None:
@@ -80,7 +100,7 @@ def _en_claim(core: str) -> tuple[str, str] | None:
     head = _EN_PREPOSITION.split(f" {attr} ".replace("'s ", " "), maxsplit=1)[0].split()
     if not (head and head[-1] in _EN_ATTRIBUTE_NOUNS) and not value_tokens(value):
         return None  # "Dog is very playful" describes; it does not replace "Dog is a retriever"
-    key = " ".join(tokenize(attr)) or attr
+    key = " ".join(tokenize(_EN_SAME_ATTRIBUTE.get(attr, attr))) or attr
     return f"claim:{key}", value
 
 
@@ -89,6 +109,17 @@ def _en_value(raw: str) -> str:
     value = raw[: cut.start()] if cut else raw
     value = re.sub(r"^(?:now|currently)\s+", "", value.strip())
     return " ".join(value.strip(" .!?;:\"'“”").split())
+
+
+def _zh_new_value(core: str) -> tuple[str, str] | None:
+    """ "换了新号码139...": the attribute named after the change, then its value."""
+    match = _ZH_NEW_VALUE.match(core)
+    if match is None:
+        return None
+    cut = _ZH_CLAIM_VALUE_END.search(match.group("value"))
+    value = (match.group("value")[: cut.start()] if cut else match.group("value")).strip(" 了啦呢的")
+    key = match.group("attr").replace("号码", "号")
+    return (f"claim:{_ZH_SAME_ATTRIBUTE.get(key, key)}", value) if value_tokens(value) else None
 
 
 def _zh_claim(core: str) -> tuple[str, str] | None:
@@ -107,7 +138,8 @@ def _zh_claim(core: str) -> tuple[str, str] | None:
     if not named and (match.group("verb") == "在" or not value_tokens(value)):
         return None
     # "手机号码" and "手机号", "电话号码" and "电话号" name one attribute.
-    return f"claim:{_fold(attr).replace('号码', '号')}", value
+    key = _fold(attr).replace("号码", "号")
+    return f"claim:{_ZH_SAME_ATTRIBUTE.get(key, key)}", value
 
 
 # Identifiers, numbers, dates, times and amounts: any run holding a digit ("K001a2b3", "555-0199",

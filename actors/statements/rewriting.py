@@ -58,6 +58,9 @@ def _en_predicate(rest: str) -> str:
         if low in _KEEP_ADVERBS:
             kept.append(word)
             continue
+        if low == "no" and words and words[0].lower() == "longer":  # "no longer like" is no verb "no"
+            kept += [word, words.pop(0)]
+            continue
         if low == "am":
             return " ".join([*kept, *_am_predicate(words)])
         if low == "do" and words:

@@ -16,6 +16,7 @@ import pytest
 
 from engram.actors.memory_service import MemoryService
 from engram.actors.write_path import WritePath
+from engram.loadtest.evolution_cases import ADDED, CHANGED
 from engram.models.enums import SensitiveCategory
 from engram.models.settings import SensitivePolicy, Settings
 from engram.serve.http_app import build_http_app
@@ -228,3 +229,21 @@ async def test_an_older_value_arriving_late_is_history(
     ]
     active = await contents(http, "u1", "ACTIVE")
     assert len(active) == 1 and "K021c9d0" in active[0]
+
+
+async def test_the_evolution_set_through_adds(http: httpx.AsyncClient, write_path: WritePath) -> None:
+    """#31: every changed value of the set, told in everyday words, supersedes its predecessor; no
+    additive fact is lost. Each pair is one user of one store: the stored fact, then an ``add``."""
+    wrong: list[str] = []
+    for index, pair in enumerate((*CHANGED, *ADDED)):
+        user = f"evo-{index}"
+        stored = {"ownership": "USER", "mem_type": "SEMANTIC", "content": pair.old, "sync": True}
+        await post(http, "add_structured", {"user_id": user, **stored, "valid_at": DAY0.isoformat()})
+        ops = await say(http, write_path, user, pair.new, 1)
+        superseded = await contents(http, user, "SUPERSEDED")
+        active = await contents(http, user, "ACTIVE")
+        if pair.changed and (len(superseded) != 1 or "SUPERSEDE" not in ops):
+            wrong.append(f"changed {pair.old!r} -> {pair.new!r}: {ops}, {len(superseded)} superseded")
+        if not pair.changed and (superseded or len(active) < 2):
+            wrong.append(f"added {pair.old!r} + {pair.new!r}: {ops}, {len(active)} active")
+    assert not wrong, "\n".join(wrong)
