@@ -22,7 +22,7 @@ _IRREGULAR_PAST: Final = _words(
 )
 _THIRD_PERSON: Final = {"have": "has", "do": "does", "go": "goes", "don't": "doesn't", "haven't": "hasn't"}
 _EN_TIME_LEAD: Final = re.compile(
-    r"^((?:today|tomorrow|tonight|yesterday|this (?:morning|afternoon|evening|weekend|week|month|year)"
+    r"^((?:now|today|tomorrow|tonight|yesterday|this (?:morning|afternoon|evening|weekend|week|month|year)"
     r"|(?:next|last) (?:week|weekend|month|year|\w+day)|on \w+day|this \w+day)),?\s+(?=(?:i|we)\b)",
     re.IGNORECASE,
 )

@@ -45,7 +45,9 @@ def split_statements(text: str) -> list[str]:
     return out
 
 
-_EN_CONNECTIVE: Final = r"(?:(?:and|but|so|also|then|plus|well|oh|actually|anyway|btw)\s+)*"
+_EN_CONNECTIVE: Final = (
+    r"(?:(?:and|but|so|also|then|plus|well|oh|actually|anyway|btw|now|currently|these days|since then),?\s+)*"
+)
 _EN_SUBJECT: Final = re.compile(
     rf"^{_EN_CONNECTIVE}(?:i|i'm|im|i've|i'll|i'd|my|we|we're|we've|we'll|we'd|our)(?![\w'])"
 )

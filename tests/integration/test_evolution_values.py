@@ -247,3 +247,22 @@ async def test_the_evolution_set_through_adds(http: httpx.AsyncClient, write_pat
         if not pair.changed and (superseded or len(active) < 2):
             wrong.append(f"added {pair.old!r} + {pair.new!r}: {ops}, {len(active)} active")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "I moved to Porto last spring, and now I work at Stripe",
+        "我搬到上海了，现在在腾讯上班",
+    ],
+)
+async def test_two_changed_values_in_one_add_each_supersede_their_own(
+    http: httpx.AsyncClient, write_path: WritePath, said: str
+) -> None:
+    stored = ("Lives in Lisbon", "Works at Google") if said.isascii() else ("住在北京", "在阿里巴巴工作")
+    for content in stored:
+        body = {"ownership": "USER", "mem_type": "SEMANTIC", "content": content, "sync": True}
+        await post(http, "add_structured", {"user_id": "u1", **body, "valid_at": DAY0.isoformat()})
+    ops = await say(http, write_path, "u1", said, 1)
+    assert ops == ["SUPERSEDE", "SUPERSEDE"]
+    assert await contents(http, "u1", "SUPERSEDED") == sorted(stored)
