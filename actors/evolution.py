@@ -206,7 +206,7 @@ class Evolver:
                     fact,
                     content_hash,
                     vector,
-                    "LLM said ADD; attribute value changed",
+                    "LLM said ADD; contradicts a current memory",
                     _memory(changed, existing),
                 )
             return Plan("ADD", fact, content_hash, vector, reason)
@@ -296,9 +296,10 @@ class Evolver:
 
     @staticmethod
     def _changed_attribute(fact: Fact, candidates: Sequence[rules.Candidate]) -> rules.Candidate | None:
-        """The most similar candidate giving another value of the fact's attribute, if any."""
+        """The most similar candidate the fact contradicts, if any: another value of its attribute,
+        the end of its value ("Quit Google"), or the opposite preference (the rules' own analysis)."""
         for candidate in sorted(candidates, key=lambda c: -c.cosine):
-            if rules.contradicts(candidate.text, fact.text) and statements.claim(fact.text) is not None:
+            if rules.contradicts(candidate.text, fact.text):
                 return candidate
         return None
 

@@ -161,3 +161,24 @@ async def test_llm_missing_a_changed_value_is_overruled(
     [decision] = await service.process_add(said("My locker code at the Lisbon office is K021c9d0"))
     assert decision.op == "SUPERSEDE", decision.reason
     assert await contents(service) == [new]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Works at Acme", "No longer works at Acme"),
+        ("Likes jazz", "No longer likes jazz"),
+        ("喜欢喝咖啡", "不再喜欢喝咖啡了"),
+    ],
+)
+async def test_an_llm_add_of_an_ended_value_or_a_reversed_preference_supersedes(
+    llm_service: Callable[[Script], Any], old: str, new: str
+) -> None:
+    # #31: the LLM's decisions are checked against the rules' own analysis of the two facts.
+    # The messages only need to be about the speaker; the scripted LLM extracts the facts.
+    first = await llm_service(lambda kind, _: facts(old) if kind == "extract" else proposal("ADD"))
+    await first.process_add(said(f"I told you: {old}"))
+    service = await llm_service(lambda kind, _: facts(new) if kind == "extract" else proposal("ADD"))
+    [decision] = await service.process_add(said(f"I told you: {new}"))
+    assert decision.op == "SUPERSEDE", decision.reason
+    assert await contents(service) == [new]
