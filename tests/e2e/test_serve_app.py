@@ -120,6 +120,9 @@ def test_user_config_changes_ranking_weights(engram_app: RunningApp, client: Eng
         deploy(engram_app.settings, reset)
 
 
+BURST_WRITES = 60  # three times the capacity the burst test sets
+
+
 def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp) -> None:
     import asyncio
 
@@ -128,7 +131,10 @@ def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp)
     deploy(engram_app.settings, {"capacity": {"global_limit": 20}})
 
     async def burst() -> list[int]:
-        async with httpx.AsyncClient(base_url=engram_app.url, timeout=60) as http:
+        # One user's writes run one at a time: the last answer waits for all the others. Three
+        # times the capacity is enough to evict; the timeout only bounds a stopped queue (a make
+        # test beside two busy loops took 0.6 s a write: 200 of them outran a 60 s timeout).
+        async with httpx.AsyncClient(base_url=engram_app.url, timeout=600) as http:
             bodies = [
                 {
                     "user_id": "e2e-5",
@@ -137,7 +143,7 @@ def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp)
                     "content": f"Fact {i}",
                     "sync": True,
                 }
-                for i in range(200)
+                for i in range(BURST_WRITES)
             ]
             answers = await asyncio.gather(*(http.post("/memory/v1/add_structured", json=b) for b in bodies))
             return [a.json()["code"] for a in answers]
@@ -149,7 +155,7 @@ def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp)
             page = http.post("/memory/v1/change_log", json={"user_id": "e2e-5", "limit": 500}).json()["data"]
         ops = [c["op_type"] for c in page["changes"]]
         active = ops.count("ADD") - ops.count("DELETE") - ops.count("ARCHIVE")
-        assert ops.count("ADD") == 200 and 0 < active <= 20
+        assert ops.count("ADD") == BURST_WRITES and 0 < active <= 20
     finally:
         deploy(engram_app.settings, {})
 
