@@ -180,9 +180,10 @@ describe("a live Engram", { skip }, () => {
     assert.ok(lines.length >= listed.length, `${lines.length} lines`);
     const copy = `ts-${randomUUID()}`;
     const imported = await client.userImport({ user_id: copy, lines });
-    assert.equal(imported.added, lines.length);
+    // An export also holds lines that are no memory (the profile's): the active memories come back.
+    assert.ok(imported.added >= listed.length, `${imported.added} added`);
     const purged = await client.userPurge({ user_id: copy });
-    assert.equal(purged.purged, lines.length);
+    assert.equal(purged.purged, imported.added);
 
     const held = [];
     for await (const memory of client.iterQuarantine({ user_id: user })) held.push(memory);
