@@ -15,13 +15,16 @@ from datetime import datetime
 
 import numpy as np
 
-from engram.actors import isolation
+from engram.actors import isolation, recall_explain
 from engram.actors.lexical import Bm25Index, fuse, language, tokenize
 from engram.actors.profile import Profiles
+from engram.actors.recall_explain import Scored
 from engram.actors.snapshot import SnapshotCache, UserSnapshot, VectorSource
 from engram.actors.views import recalled_memory
 from engram.models.api import RecallRequest, RecallResponse
+from engram.models.api_explain import RecallExplanation
 from engram.models.domain import Memory
+from engram.models.enums import Status
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.metrics import METRICS, app_label
 from engram.models.provenance import source_of, trust_of, trust_score
@@ -31,11 +34,14 @@ from engram.models.settings import RecallSettings, Settings
 from engram.storage.embedders import Embedder
 from engram.storage.metadata import MetadataStore
 from engram.storage.quick_reads import open_quick_reader
+from engram.storage.vector_filters import VectorScope
 
 # Where a recall's hit bookkeeping (R4) goes, called with (user id, ids of the memories hit, when)
 # once the answer is ready and never awaited: each process queues it its own way (the shard on the
 # user's mailbox, a Recall replica in a buffer for the shard, a bare MemoryService in the background).
 HitSink = Callable[[str, Sequence[str], datetime], object]
+# An explanation scores at most this many of the user's quarantined memories (newest first).
+QUARANTINE_EXPLAINED = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +64,7 @@ class Recaller:
         clock: Callable[[], datetime],
     ) -> None:
         self.settings = settings
+        self._metadata = metadata
         self._embedder = embedder
         self._clock = clock
         self.snapshots = SnapshotCache(
@@ -109,9 +116,8 @@ class Recaller:
         now = self._clock()
         positions = [i for i, m in enumerate(snapshot.memories) if isolation.visible(flt, m, now)]
         METRICS.recall_candidates.observe(len(positions))
-        if not positions:
-            return RecallOutcome(RecallResponse(hit=False, memories=[]), [])
-        relevance = hybrid_relevance(snapshot, positions, vectors[0], request.query, settings)
+        signals = relevance_signals(snapshot, positions, vectors[0], request.query, settings)
+        relevance = signals.fused()
         top_k = request.top_k or settings.default_top_k
         pool = np.argsort(-relevance, kind="stable")[: ranking.overfetch_limit(top_k, settings)]
         memories = [snapshot.memories[positions[int(p)]] for p in pool]
@@ -128,7 +134,69 @@ class Recaller:
             recalled_memory(by_id[r.memory_id], relevance=r.relevance, weight=r.weight, score=r.score)
             for r in ranked
         ]
-        return RecallOutcome(RecallResponse(hit=bool(hits), memories=hits), [r.memory_id for r in ranked])
+        response = RecallResponse(hit=bool(hits), memories=hits)
+        if request.explain:
+            outcome = recall_explain.RankedRecall(
+                visible=_scored([snapshot.memories[i] for i in positions], signals, relevance),
+                inputs={item.memory_id: item for item in inputs},
+                scores={item.memory_id: ranking.score_of(item, settings) for item in inputs},
+                ranked=ranked,
+                min_relevance=min_relevance,
+                top_k=top_k,
+            )
+            explanation = await self._explain(
+                request, flt, snapshot, set(positions), vectors[0], outcome, now
+            )
+            response = response.model_copy(update={"explanation": explanation})
+        return RecallOutcome(response, [r.memory_id for r in ranked])
+
+    async def _explain(
+        self,
+        request: RecallRequest,
+        flt: isolation.RecallFilter,
+        snapshot: UserSnapshot,
+        visible: set[int],
+        query_vector: np.ndarray,
+        outcome: recall_explain.RankedRecall,
+        now: datetime,
+    ) -> RecallExplanation:
+        """The explanation of a recall (``explain: true``); the only recall that reads quarantine."""
+        settings = self.settings.recall
+        asked = request.switched_off_scope
+        switched_off = isolation.resolve(request.model_copy(update={"scope": asked})).scope if asked else None
+        scope = recall_explain.describable_scope(flt, switched_off)
+        hidden = recall_explain.hidden_positions(snapshot, visible, scope)
+        signals = relevance_signals(snapshot, hidden, query_vector, request.query, settings)
+        held = await self._quarantined(request.user_id, scope)
+        scored_hidden = _scored([snapshot.memories[i] for i in hidden], signals, signals.fused())
+        if held:
+            scored_hidden = _joined(scored_hidden, await self._score_apart(held, query_vector, request.query))
+        return recall_explain.explain(outcome, scored_hidden, flt, now, switched_off=switched_off)
+
+    async def _quarantined(self, user_id: str, scope: VectorScope) -> list[Memory]:
+        async with self._metadata.transaction(readonly=True) as tx:
+            held = await tx.memories.with_status(user_id, (Status.QUARANTINED,))
+        found = [m for m in held if m.content is not None and isolation.in_scope(scope, m)]
+        found.sort(key=lambda m: m.updated_at, reverse=True)
+        return found[:QUARANTINE_EXPLAINED]
+
+    async def _score_apart(self, memories: list[Memory], query_vector: np.ndarray, query: str) -> Scored:
+        """Signals of memories outside the snapshot (quarantined): semantic and entity; lexical
+        evidence is absent, as they are not in the user's lexical index."""
+        settings = self.settings.recall
+        embedded = await self._embedder.embed([m.content or "" for m in memories])
+        cosine = np.asarray(embedded, dtype=np.float32) @ np.asarray(query_vector, dtype=np.float32)
+        entity_tokens = [frozenset(t for e in m.entities for t in tokenize(e)) for m in memories]
+        entity = entity_overlap(entity_tokens, set(tokenize(query)))
+        signals = RelevanceSignals(
+            semantic=ranking.cosines_to_relevance(cosine, settings),
+            lexical=np.full(len(memories), np.nan),
+            entity=entity,
+            w_semantic=settings.semantic_weight,
+            w_lexical=settings.lexical_weight,
+            w_entity=settings.entity_weight if entity.any() else 0.0,
+        )
+        return _scored(memories, signals, signals.fused())
 
     def _current_weight(self, memory: Memory, now: datetime) -> float:
         # R3: the weight used for ranking is decayed to now, whatever the sweep last wrote.
@@ -140,6 +208,32 @@ def memory_trust(memory: Memory) -> float:
     return trust_score(trust_of(source_of(memory.source_type, memory.ownership)))
 
 
+@dataclass(frozen=True, slots=True)
+class RelevanceSignals:
+    """The three relevance signals of some memories (lexical NaN where absent) and the fusion
+    weights this query gives them (a signal no memory shows for the query weighs 0)."""
+
+    semantic: np.ndarray
+    lexical: np.ndarray
+    entity: np.ndarray
+    w_semantic: float
+    w_lexical: float
+    w_entity: float
+
+    def fused(self) -> np.ndarray:
+        """Relevance in [0, 1]: the weighted mean of the signals present (``lexical.fuse``)."""
+        if self.w_semantic + self.w_lexical + self.w_entity <= 0:
+            return np.zeros(len(self.semantic), dtype=np.float64)
+        return fuse(
+            self.semantic,
+            self.lexical,
+            self.entity,
+            w_semantic=self.w_semantic,
+            w_lexical=self.w_lexical,
+            w_entity=self.w_entity,
+        )
+
+
 def hybrid_relevance(
     snapshot: UserSnapshot,
     positions: list[int],
@@ -148,6 +242,17 @@ def hybrid_relevance(
     settings: RecallSettings,
 ) -> np.ndarray:
     """Relevance in [0, 1] of the memories at ``positions``: semantic, lexical and entity signals fused."""
+    return relevance_signals(snapshot, positions, query_vector, query, settings).fused()
+
+
+def relevance_signals(
+    snapshot: UserSnapshot,
+    positions: list[int],
+    query_vector: np.ndarray,
+    query: str,
+    settings: RecallSettings,
+) -> RelevanceSignals:
+    """The semantic, lexical and entity signals of the memories at ``positions`` for ``query``."""
     index = np.asarray(positions, dtype=np.int64)
     cosine = snapshot.vectors[index] @ np.asarray(query_vector, dtype=np.float32)
     semantic = ranking.cosines_to_relevance(cosine, settings)
@@ -156,28 +261,25 @@ def hybrid_relevance(
     # Across languages lexical overlap is no evidence either way: NaN marks it absent for that memory,
     # so the semantic signal decides there (``fuse``) instead of a zero holding the memory down.
     lexical[_other_language(snapshot, positions, language(query))] = np.nan
-    present = set(query_tokens)
-    entity = np.array(
-        [
-            len(tokens & present) / len(tokens) if tokens else 0.0
-            for tokens in (snapshot.entity_tokens[i] for i in positions)
-        ],
-        dtype=np.float64,
-    )
+    entity = entity_overlap([snapshot.entity_tokens[i] for i in positions], set(query_tokens))
     # A signal that no memory shows for this query is absent, not evidence against every memory:
     # when nothing shares a word with the query, a paraphrase ("call me a cab" / "prefers taxis")
     # is judged on meaning alone instead of being held under min_relevance by the lexical share.
-    lexical_weight = settings.lexical_weight if np.nan_to_num(lexical, nan=0.0).any() else 0.0
-    entity_weight = settings.entity_weight if entity.any() else 0.0
-    if settings.semantic_weight + lexical_weight + entity_weight <= 0:
-        return np.zeros(len(positions), dtype=np.float64)
-    return fuse(
-        semantic,
-        lexical,
-        entity,
+    return RelevanceSignals(
+        semantic=semantic,
+        lexical=lexical,
+        entity=entity,
         w_semantic=settings.semantic_weight,
-        w_lexical=lexical_weight,
-        w_entity=entity_weight,
+        w_lexical=settings.lexical_weight if np.nan_to_num(lexical, nan=0.0).any() else 0.0,
+        w_entity=settings.entity_weight if entity.any() else 0.0,
+    )
+
+
+def entity_overlap(entity_tokens: Sequence[frozenset[str]], query_tokens: set[str]) -> np.ndarray:
+    """Each memory's share of its entity tokens that the query names."""
+    return np.array(
+        [len(tokens & query_tokens) / len(tokens) if tokens else 0.0 for tokens in entity_tokens],
+        dtype=np.float64,
     )
 
 
@@ -207,3 +309,25 @@ def lexical_coverage(lexicon: Bm25Index, query_tokens: list[str]) -> np.ndarray:
         return np.zeros(len(lexicon), dtype=np.float64)
     coverage: np.ndarray = np.clip(lexicon.scores(query_tokens) / total_idf, 0.0, 1.0)
     return coverage
+
+
+def _scored(memories: Sequence[Memory], signals: RelevanceSignals, relevance: np.ndarray) -> Scored:
+    return Scored(
+        memories=memories,
+        semantic=signals.semantic,
+        lexical=signals.lexical,
+        entity=signals.entity,
+        weights=np.tile([signals.w_semantic, signals.w_lexical, signals.w_entity], (len(memories), 1)),
+        relevance=relevance,
+    )
+
+
+def _joined(a: Scored, b: Scored) -> Scored:
+    return Scored(
+        memories=[*a.memories, *b.memories],
+        semantic=np.concatenate([a.semantic, b.semantic]),
+        lexical=np.concatenate([a.lexical, b.lexical]),
+        entity=np.concatenate([a.entity, b.entity]),
+        weights=np.concatenate([a.weights, b.weights]),
+        relevance=np.concatenate([a.relevance, b.relevance]),
+    )

@@ -40,7 +40,7 @@ def gate_recall(switches: Switches, request: RecallRequest) -> RecallRequest:
         raise EngramError(ErrorCode.MEMORY_SWITCHED_OFF, "memory is switched off for this app")
     # The app's (and its sessions') memories are out; the user's global memories stay visible.
     narrowed = RecallScope(include_global=True, cross_app=request.scope.cross_app)
-    return request.model_copy(update={"scope": narrowed})
+    return request.narrowed_by_switch(narrowed)
 
 
 def gate_profile(switches: Switches, request: ProfileRequest) -> ProfileRequest:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, Field, StringConstraints, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, StringConstraints, model_validator
 
 from engram.models.api_base import MAX_TAGS, RequestModel, Tag
+from engram.models.api_explain import RecallExplanation
 from engram.models.bounds import Instant, Int64Text
 from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status
 from engram.models.ids import Identifier, MemoryId
@@ -55,6 +56,23 @@ class RecallRequest(RequestModel):
     timeout_ms: int | None = Field(None, ge=1, le=60_000)
     # The user's profile (L7) of the recall's scope, in the response's ``profile`` field.
     include_profile: bool = False
+    # Each result's signals and the best memories left out, with why (``explanation``, #31).
+    explain: bool = False
+    # Set by the switch gate when it narrowed the scope because the app's switch is off: the scope
+    # asked for, so that an explanation can say "switched off" rather than say nothing. Never sent
+    # by a caller (a private attribute is no field of the contract).
+    _switched_off_scope: RecallScope | None = PrivateAttr(None)
+
+    @property
+    def switched_off_scope(self) -> RecallScope | None:
+        """The scope asked for, when the switch gate narrowed it (an app switched off); else None."""
+        return self._switched_off_scope
+
+    def narrowed_by_switch(self, scope: RecallScope) -> RecallRequest:
+        """This request narrowed to ``scope`` by an app's switch, remembering the scope asked for."""
+        narrowed = self.model_copy(update={"scope": scope})
+        narrowed._switched_off_scope = self.scope
+        return narrowed
 
     @model_validator(mode="after")
     def _profile_needs_global(self) -> RecallRequest:
@@ -94,6 +112,8 @@ class RecallResponse(BaseModel):
     memories: list[RecalledMemory]
     # Only when the request set include_profile: the field is left out of the answer otherwise.
     profile: UserProfile | None = Field(None, exclude_if=lambda value: value is None)
+    # Only when the request set explain.
+    explanation: RecallExplanation | None = Field(None, exclude_if=lambda value: value is None)
 
 
 class HistoryRequest(RequestModel):

@@ -61,15 +61,16 @@ def rank(
     if top_k <= 0:
         return []
     ranked = [
-        Ranked(
-            memory_id=item.memory_id,
-            relevance=item.relevance,
-            weight=item.weight,
-            score=(settings.relevance_weight * item.relevance + settings.weight_weight * item.weight)
-            * (1.0 - settings.trust_weight * (1.0 - item.trust)),
-        )
+        Ranked(item.memory_id, item.relevance, item.weight, score_of(item, settings))
         for item in items
         if item.relevance >= min_relevance
     ]
     ranked.sort(key=lambda r: (-r.score, -r.relevance, r.memory_id))
     return ranked[:top_k]
+
+
+def score_of(item: RankInput, settings: RecallSettings) -> float:
+    """Stage 2's score: weighted relevance and weight, scaled down for a less trusted source."""
+    return (settings.relevance_weight * item.relevance + settings.weight_weight * item.weight) * (
+        1.0 - settings.trust_weight * (1.0 - item.trust)
+    )

@@ -281,8 +281,50 @@
       include_archived: $("search-archived").checked,
       top_k: Number($("search-top-k").value) || 10,
       min_relevance: Number($("search-min").value),
+      explain: $("search-explain").checked,
     });
     fill($("search-table").tBodies[0], data.memories.map(searchRow), "No relevant memory.", 9);
+    showExplanation(data.explanation || null);
+  }
+
+  // A signal's share of the relevance, "value × weight" beside it; "absent" when it had no value.
+  function share(signals, name) {
+    const s = signals.find((x) => x.signal === name);
+    if (!s || s.value === null) return "absent";
+    return number(s.contribution) + " (" + number(s.value) + " × " + number(s.weight) + ")";
+  }
+
+  function explainedRow(e) {
+    return el(
+      "tr",
+      { "data-memory-id": e.memory_id },
+      el("td", { class: "memory-id" }, e.memory_id),
+      el("td", { class: "num relevance" }, number(e.relevance)),
+      el("td", { class: "semantic" }, share(e.signals, "semantic")),
+      el("td", { class: "lexical" }, share(e.signals, "lexical")),
+      el("td", { class: "entity" }, share(e.signals, "entity")),
+      el("td", { class: "num trust" }, e.trust === null ? "" : number(e.trust))
+    );
+  }
+
+  function leftOutRow(e) {
+    const detail = e.superseded_by ? "by " + e.superseded_by : e.detail || "";
+    return el(
+      "tr",
+      { "data-memory-id": e.memory_id, "data-reason": e.reason },
+      el("td", { class: "memory-id" }, e.memory_id),
+      el("td", { class: "num relevance" }, number(e.relevance)),
+      el("td", { class: "reason" }, e.reason.replaceAll("_", " ")),
+      el("td", { class: "detail" }, detail),
+      el("td", {}, e.at ? when(e.at) : "")
+    );
+  }
+
+  function showExplanation(explanation) {
+    $("search-explain").hidden = explanation === null;
+    if (explanation === null) return;
+    fill($("explain-results").tBodies[0], explanation.results.map(explainedRow), "No result.", 6);
+    fill($("explain-left-out").tBodies[0], explanation.left_out.map(leftOutRow), "Nothing left out.", 5);
   }
 
   // --- history -------------------------------------------------------------------------------

@@ -169,6 +169,16 @@ def test_a_person_manages_a_users_memories_in_the_console(
     )
     assert 0.3 <= relevance <= 1 and abs(score - (0.7 * relevance + 0.3 * weight)) < 0.011
     console.screenshot(shots, "search")
+    # Explained: each result's signals, and the scope's memories left out with why (never another app's).
+    page.check("#search-explain")
+    page.click("#search-form button[type=submit]")
+    explained = page.locator("#explain-results tbody tr[data-memory-id]")
+    expect(explained.first).to_have_attribute("data-memory-id", bees)
+    expect(explained.first.locator("td.semantic")).not_to_have_text("absent")
+    expect(console.row("explain-left-out", peanuts)).to_have_attribute("data-reason", "below_min_relevance")
+    expect(console.row("explain-left-out", seats)).to_have_count(0)
+    console.screenshot(shots, "search-explained")
+    page.uncheck("#search-explain")
 
     # Edit content, importance and tags, and see the edit in the list and in the history.
     console.tab("memories")
