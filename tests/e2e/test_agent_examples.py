@@ -25,7 +25,14 @@ def _example(name: str) -> ModuleType:
 
 def test_every_example_of_the_agents_page_exists() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
-    for name in ("mcp_http", "mcp_stdio", "python_client", "ray_handle"):
+    for name in (
+        "mcp_http",
+        "mcp_stdio",
+        "python_client",
+        "ray_handle",
+        "pydantic_ai_agent",
+        "openai_agents_agent",
+    ):
         assert f"examples/{name}.py" in page and (EXAMPLES / f"{name}.py").is_file()
 
 
@@ -46,3 +53,8 @@ def test_the_mcp_stdio_example(engram_app: RunningApp) -> None:
 def test_the_ray_handle_example(engram_app: RunningApp) -> None:
     contents = _example("ray_handle").main(engram_app.settings.serve.app_name)
     assert "My dentist appointment is on Friday at nine." in contents
+
+
+@pytest.mark.parametrize("name", ["pydantic_ai_agent", "openai_agents_agent"])
+def test_the_agent_framework_examples(engram_app: RunningApp, name: str) -> None:
+    assert _example(name).main(engram_app.url) == "From memory: I prefer taking a taxi to work."

@@ -22,7 +22,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-LAYERS: dict[str, int] = {"models": 0, "storage": 1, "actors": 2, "lifecycle": 2, "serve": 3, "loadtest": 4}
+LAYERS: dict[str, int] = {
+    "models": 0,
+    "storage": 1,
+    "actors": 2,
+    "lifecycle": 2,
+    "serve": 3,
+    "loadtest": 4,
+    "integrations": 4,
+}
 # Installed, the layers are subpackages of the import root (engram.models, ...); the folders of
 # the repository are the layers themselves.
 ROOT_PACKAGE = "engram."

