@@ -9,7 +9,8 @@ that the model can update or forget it. A refusal (bad input, a switch off, no q
 
 from __future__ import annotations
 
-from typing import TypedDict
+from collections.abc import Awaitable, Callable
+from typing import Any, TypedDict
 
 from engram.models.api import AddStructuredRequest, DeleteRequest, RecallRequest, RecallScope, UpdateRequest
 from engram.models.enums import Level, MemType, Ownership
@@ -78,3 +79,30 @@ class MemoryTools:
         """Delete one memory; "forgotten"."""
         await self.client.delete(DeleteRequest(user_id=self.user_id, memory_id=memory_id))
         return "forgotten"
+
+
+ToolFunction = Callable[..., Awaitable[Any]]
+
+
+def tool_functions(tools: MemoryTools) -> list[tuple[ToolFunction, str]]:
+    """The four tools as plain async functions with the names, parameters and descriptions a
+    framework turns into its tool schema: search_memory, remember, update_memory, forget_memory."""
+
+    async def search_memory(query: str) -> list[FoundMemory]:
+        return await tools.search(query)
+
+    async def remember(fact: str) -> str:
+        return await tools.remember(fact)
+
+    async def update_memory(memory_id: str, content: str) -> str:
+        return await tools.update(memory_id, content)
+
+    async def forget_memory(memory_id: str) -> str:
+        return await tools.forget(memory_id)
+
+    return [
+        (search_memory, SEARCH_HELP),
+        (remember, REMEMBER_HELP),
+        (update_memory, UPDATE_HELP),
+        (forget_memory, FORGET_HELP),
+    ]
