@@ -321,7 +321,7 @@
   }
 
   function showExplanation(explanation) {
-    $("search-explain").hidden = explanation === null;
+    $("search-explanation").hidden = explanation === null;
     if (explanation === null) return;
     fill($("explain-results").tBodies[0], explanation.results.map(explainedRow), "No result.", 6);
     fill($("explain-left-out").tBodies[0], explanation.left_out.map(leftOutRow), "Nothing left out.", 5);
