@@ -108,8 +108,9 @@ async def _assert_all_on_the_new_model(stores: Stores, contents: dict[str, str])
     found = await index.get_vectors(sorted(active))
     async with stores.metadata.transaction(readonly=True) as tx:
         copies = await vector_copies.by_ids(tx, sorted(contents))
+    async with stores.metadata.engine.connect() as conn:
         copy_count = (
-            await tx.conn.execute(select(func.count()).select_from(vector_copies.memory_vectors))
+            await conn.execute(select(func.count()).select_from(vector_copies.memory_vectors))
         ).scalar()
     assert copy_count == len(active)
     for memory_id in active:

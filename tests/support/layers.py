@@ -8,7 +8,7 @@ import counts, deferred ones inside functions too: a deferred import hides a dep
 not remove it.
 
 SQL stays in ``storage`` (#28): no other layer imports SQLAlchemy or reaches a transaction's
-connection (``tx.conn``); they call the repositories and query modules of ``storage``. The serving
+connection (its ``conn``); they call the repositories and query modules of ``storage``. The serving
 layer forwards nothing through ``__getattr__``: a wrapper writes out each
 method it passes on, so mypy follows a call from the route to the backend that answers it.
 And no module grows past ``MODULE_LINES`` lines (#28): one a newcomer reads in one sitting.
@@ -167,7 +167,7 @@ def attribute_forwarding(root: Path) -> list[str]:
 
 
 def sql_outside_storage(root: Path) -> list[str]:
-    """Every SQLAlchemy import and ``.conn`` access in a layer other than ``storage``."""
+    """Every SQLAlchemy import and access to a transaction's ``conn`` in a layer other than ``storage``."""
     found: list[str] = []
     for package in LAYERS:
         if package == "storage":
@@ -183,7 +183,7 @@ def sql_outside_storage(root: Path) -> list[str]:
                 if any(name.split(".")[0] == "sqlalchemy" for name in names):
                     found.append(f"{where}:{node.lineno}: imports SQLAlchemy outside storage")
                 if isinstance(node, ast.Attribute) and node.attr == "conn":
-                    found.append(f"{where}:{node.lineno}: reaches a connection (.conn) outside storage")
+                    found.append(f"{where}:{node.lineno}: reaches a connection (its conn) outside storage")
     return found
 
 
