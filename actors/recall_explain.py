@@ -83,8 +83,7 @@ def contributions(scored: Scored, i: int) -> list[SignalContribution]:
 def describable_scope(flt: RecallFilter, switched_off: VectorScope | None) -> VectorScope:
     """The levels, app and session a recall may describe: its scope (or the one asked for, when a
     switch narrowed it), without the ownership and type filters, which only narrow what is shown."""
-    scope = switched_off if switched_off is not None else flt.scope
-    return dataclasses.replace(scope, ownerships=frozenset(), mem_types=frozenset())
+    return _levels_only(switched_off if switched_off is not None else flt.scope)
 
 
 def left_out_reason(

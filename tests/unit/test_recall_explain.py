@@ -12,8 +12,9 @@ from engram.actors.isolation import RecallFilter, in_scope
 from engram.actors.recall_explain import Scored, contributions, describable_scope, left_out_reason
 from engram.models.api_explain import LeftOutReason, Signal
 from engram.models.domain import Memory
-from engram.models.enums import Level, MemType, Ownership, Status
+from engram.models.enums import Level, Ownership, Status
 from engram.storage.vector_filters import VectorScope
+from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.unit
 
@@ -21,23 +22,8 @@ NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def memory(**fields: object) -> Memory:
-    base: dict[str, object] = {
-        "memory_id": "m1",
-        "user_id": "u1",
-        "app_id": "",
-        "level": Level.GLOBAL,
-        "ownership": Ownership.USER,
-        "mem_type": MemType.SEMANTIC,
-        "content": "x",
-        "weight": 0.8,
-        "weight_at": NOW,
-        "created_at": NOW,
-        "updated_at": NOW,
-        "valid_at": NOW - timedelta(days=10),
-        "content_hash": "h",
-        "embedding_model": "e",
-    }
-    return Memory(**{**base, **fields})  # type: ignore[arg-type]
+    base: dict[str, object] = {"memory_id": "m1", "user_id": "u1", "valid_at": NOW - timedelta(days=10)}
+    return build_memory(NOW, **{**base, **fields})
 
 
 def flt(**fields: object) -> RecallFilter:
