@@ -56,6 +56,7 @@ def recalled_memory(memory: Memory, *, relevance: float, weight: float, score: f
         valid_at=memory.valid_at,
         invalid_at=memory.invalid_at,
         created_at=memory.created_at,
+        updated_at=memory.updated_at,
         source_session_id=memory.source_session_id,
         source_msg_id=memory.source_msg_id,
         custom_tags=list(memory.custom_tags),

@@ -96,6 +96,7 @@ class RecalledMemory(BaseModel):
     valid_at: datetime
     invalid_at: datetime | None
     created_at: datetime
+    updated_at: datetime
     source_session_id: str | None
     source_msg_id: str | None
     custom_tags: list[str]

@@ -32,6 +32,7 @@ def test_every_example_of_the_agents_page_exists() -> None:
         "ray_handle",
         "pydantic_ai_agent",
         "openai_agents_agent",
+        "langgraph_store",
     ):
         assert f"examples/{name}.py" in page and (EXAMPLES / f"{name}.py").is_file()
 
@@ -58,3 +59,7 @@ def test_the_ray_handle_example(engram_app: RunningApp) -> None:
 @pytest.mark.parametrize("name", ["pydantic_ai_agent", "openai_agents_agent"])
 def test_the_agent_framework_examples(engram_app: RunningApp, name: str) -> None:
     assert _example(name).main(engram_app.url) == "From memory: I prefer taking a taxi to work."
+
+
+def test_the_langgraph_store_example(engram_app: RunningApp) -> None:
+    assert _example("langgraph_store").main(engram_app.url) == "From memory: I prefer taking a taxi to work."
