@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
 
-import httpx
 import pytest
 
 from engram import AsyncEngramClient
@@ -36,13 +35,8 @@ async def app(settings: Settings, stores: Stores, clock: ManualClock) -> AsyncIt
 @pytest.fixture
 async def client(app: PrivacyApp) -> AsyncIterator[AsyncEngramClient]:
     """A client of the app carrying the travel app's key, as an agent's process would hold it."""
-    http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app.asgi),
-        base_url="http://127.0.0.1",
-        headers={"Authorization": f"Bearer {TRAVEL}"},
-    )
-    async with http:
-        yield AsyncEngramClient("http://127.0.0.1", client=http)
+    async with app.client(TRAVEL) as keyed:
+        yield keyed
 
 
 def example(name: str) -> ModuleType:
@@ -82,11 +76,6 @@ async def test_a_remembered_secret_is_redacted_like_any_write(client: AsyncEngra
 
 @pytest.mark.parametrize("name", ["pydantic_ai_agent", "openai_agents_agent"])
 async def test_the_framework_example_remembers_and_answers_from_memory(app: PrivacyApp, name: str) -> None:
-    http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app.asgi),
-        base_url="http://127.0.0.1",
-        headers={"Authorization": f"Bearer {TRAVEL}"},
-    )
-    async with http:
-        answer = await example(name).run(AsyncEngramClient("http://127.0.0.1", client=http), user_id=name)
+    async with app.client(TRAVEL) as client:
+        answer = await example(name).run(client, user_id=name)
     assert answer == "From memory: I prefer taking a taxi to work.", answer

@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypedDict, TypeVar
 
-import httpx
 import pytest
 import uvicorn
 from langgraph.graph import END, START, StateGraph
@@ -50,25 +49,15 @@ async def app(settings: Settings, stores: Stores, clock: ManualClock) -> AsyncIt
 
 @pytest.fixture
 async def aclient(app: PrivacyApp) -> AsyncIterator[AsyncEngramClient]:
-    http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app.asgi),
-        base_url="http://127.0.0.1",
-        headers={"Authorization": f"Bearer {TRAVEL}"},
-    )
-    async with http:
-        yield AsyncEngramClient("http://127.0.0.1", client=http)
+    async with app.client(TRAVEL) as client:
+        yield client
 
 
 @pytest.fixture
 async def admin(app: PrivacyApp) -> AsyncIterator[AsyncEngramClient]:
     """An operator's client, to look at the memories the store wrote (user/list needs an admin key)."""
-    http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app.asgi),
-        base_url="http://127.0.0.1",
-        headers={"Authorization": f"Bearer {ADMIN}"},
-    )
-    async with http:
-        yield AsyncEngramClient("http://127.0.0.1", client=http)
+    async with app.client(ADMIN) as client:
+        yield client
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from engram.actors.memory_service import MemoryService
 from engram.actors.write_path import WritePath
 from engram.models.settings import Settings
 from engram.serve.auth import Authenticator
+from engram.serve.client import AsyncEngramClient
 from engram.serve.http_app import build_http_app
 from engram.serve.local_backend import LocalBackend
 from engram.serve.memory_core import wire_core
@@ -91,6 +92,17 @@ class PrivacyApp:
         status, payload = await self.post(route, body, key)
         assert payload["code"] in (0, 20001), (route, status, payload["code"], payload["msg"])
         return payload["data"]
+
+    @asynccontextmanager
+    async def client(self, key: str) -> AsyncIterator[AsyncEngramClient]:
+        """The typed async client of this app carrying ``key``, as an agent's process would hold it."""
+        http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=self.asgi),
+            base_url="http://127.0.0.1",
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        async with http:
+            yield AsyncEngramClient("http://127.0.0.1", client=http)
 
 
 @asynccontextmanager
