@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -180,6 +181,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             unmarked.append(item.nodeid)
     if unmarked:
         raise pytest.UsageError(f"tests without their folder's marker: {', '.join(unmarked[:10])}")
+
+
+EARLY_REPORT_LINES = 25
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """Say why a test failed the moment it fails, not only in the summary: a long run that is
+    stopped before its end (a CI limit, a person) still tells what went wrong."""
+    report = yield
+    if report.failed:
+        reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+        tail = "\n".join(report.longreprtext.splitlines()[-EARLY_REPORT_LINES:])
+        if reporter is not None:
+            reporter.write_line(f"\nFAILED {item.nodeid} ({report.when}):\n{tail}", red=True)
+    return report
 
 
 @pytest.hookimpl(trylast=True)
