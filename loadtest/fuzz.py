@@ -121,7 +121,8 @@ _CHECKS = [response_schema_conformance, status_code_conformance]
 def fuzz(url: str, max_examples: int, scenarios: int | None = None) -> FuzzReport:
     """Run ``scenarios`` linked sequences (default: ``max_examples``) against the app at ``url``,
     then fuzz every operation; failures are collected, not raised."""
-    schema = schemathesis.openapi.from_url(f"{url.rstrip('/')}/openapi.json")
+    # The same 60 s bound as every request below: a loaded machine builds the document slowly.
+    schema = schemathesis.openapi.from_url(f"{url.rstrip('/')}/openapi.json", timeout=60)
     report = FuzzReport()
     # Linked sequences first: the stateless round switches generated users off (user/switch),
     # after which their adds are refused and no add -> task sequence could run.

@@ -34,8 +34,9 @@ def wait_done(client: EngramClient, task_id: str, deadline_s: float = 60) -> str
 
 
 def test_healthz_and_openapi(engram_app: RunningApp) -> None:
-    assert httpx.get(f"{engram_app.url}/healthz").json() == {"status": "ok"}
-    paths = httpx.get(f"{engram_app.url}/openapi.json").json()["paths"]
+    # httpx's default 5 s is too short on a loaded machine (the document is built on first use).
+    assert httpx.get(f"{engram_app.url}/healthz", timeout=60).json() == {"status": "ok"}
+    paths = httpx.get(f"{engram_app.url}/openapi.json", timeout=60).json()["paths"]
     assert {"/memory/v1/add", "/memory/v1/recall", "/memory/v1/task"} <= set(paths)
 
 
