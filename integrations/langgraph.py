@@ -11,6 +11,7 @@ globally. Each item is one memory: screened, redacted and encrypted like any wri
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -47,24 +48,16 @@ Steps = Generator[Call[Any], Any, R]
 RECALL_POOL = 100  # recall answers at most 100 memories: searches and listings page within them
 
 
+@dataclass(frozen=True)
 class _Found:
-    """One memory that holds a store item, from recall or from the user's list."""
+    """One memory that holds a store item, as recall answered it."""
 
-    def __init__(
-        self,
-        memory_id: str,
-        content: str,
-        tags: Sequence[str],
-        created_at: datetime,
-        updated_at: datetime,
-        score: float | None,
-    ) -> None:
-        self.memory_id = memory_id
-        self.content = content
-        self.tags = tags
-        self.created_at = created_at
-        self.updated_at = updated_at
-        self.score = score
+    memory_id: str
+    content: str
+    tags: Sequence[str]
+    created_at: datetime
+    updated_at: datetime
+    score: float | None
 
     def item(self) -> SearchItem:
         return SearchItem(
@@ -149,11 +142,11 @@ class EngramStore(BaseStore):
         found = yield from self._find(op.namespace, op.key)
         if not found:
             return None
-        newest = found[0].item()
+        newest = found[0]
         return Item(
-            value=newest.value,
-            key=newest.key,
-            namespace=newest.namespace,
+            value=items.decode_value(newest.content),
+            key=op.key,
+            namespace=op.namespace,
             created_at=newest.created_at,
             updated_at=newest.updated_at,
         )

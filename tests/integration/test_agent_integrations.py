@@ -27,8 +27,7 @@ KEYS = [{"name": "travel", "key": TRAVEL, "app_ids": ["travel"], "global_scope":
 
 @pytest.fixture
 async def app(settings: Settings, stores: Stores, clock: ManualClock) -> AsyncIterator[PrivacyApp]:
-    settings.auth = settings.auth.model_validate({"api_keys": KEYS})
-    async with privacy_app(settings, stores, clock) as running:
+    async with privacy_app(settings, stores, clock, api_keys=KEYS) as running:
         yield running
 
 

@@ -42,8 +42,7 @@ T = TypeVar("T")
 
 @pytest.fixture
 async def app(settings: Settings, stores: Stores, clock: ManualClock) -> AsyncIterator[PrivacyApp]:
-    settings.auth = settings.auth.model_validate({"api_keys": KEYS})
-    async with privacy_app(settings, stores, clock) as running:
+    async with privacy_app(settings, stores, clock, api_keys=KEYS) as running:
         yield running
 
 

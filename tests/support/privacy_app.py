@@ -107,10 +107,18 @@ class PrivacyApp:
 
 @asynccontextmanager
 async def privacy_app(
-    settings: Settings, stores: Stores, clock: Any, *, mcp: bool = False
+    settings: Settings,
+    stores: Stores,
+    clock: Any,
+    *,
+    mcp: bool = False,
+    api_keys: Sequence[dict[str, Any]] | None = None,
 ) -> AsyncIterator[PrivacyApp]:
     """The real FastAPI app over real stores, gated and guarded as the ingress does it; with ``mcp``
-    also the MCP tools at /mcp (the app's lifespan runs their session manager)."""
+    also the MCP tools at /mcp (the app's lifespan runs their session manager); with ``api_keys``
+    the tenants' keys it authenticates (``auth.api_keys``)."""
+    if api_keys is not None:
+        settings.auth = settings.auth.model_validate({"api_keys": list(api_keys)})
     embedder = CountingEmbedder(stores.embedder)
     engine = CountingEngine(engine_from_settings(settings.engine))
     service = MemoryService(settings, stores.metadata, stores.vectors, embedder, clock=clock, engine=engine)
