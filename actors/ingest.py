@@ -34,6 +34,7 @@ from engram.models.hashing import content_hash
 from engram.models.metrics import METRICS
 from engram.models.rules.records import placement
 from engram.models.settings import Settings
+from engram.models.tracing import TRACING
 from engram.storage import quarantine_queries
 from engram.storage.embedders import Embedder, EmbeddingError
 from engram.storage.metadata import MetadataStore, MetadataTx
@@ -79,12 +80,16 @@ class Ingestor:
         if task_id is not None and (stored := await self._finished_decisions(task_id)) is not None:
             return stored
         now = self._clock()
-        facts, degraded = await self._extract(request, now)
+        with TRACING.span("engram.extract"):
+            facts, degraded = await self._extract(request, now)
+            TRACING.annotate("engram.facts", len(facts))
+            TRACING.annotate("engram.degraded", degraded is not None)
         facts, refused = self._screen(facts, request.app_id)
         # Poisoning (P5): held facts skip evolution and embedding; they are stored QUARANTINED.
         held = [f for f in facts if f.quarantine]
         facts = [f for f in facts if not f.quarantine]
-        facts, vectors, skipped = await self._embed_facts(facts)
+        with TRACING.span("engram.embed", {"engram.texts": len(facts)}):
+            facts, vectors, skipped = await self._embed_facts(facts)
         skipped = refused + skipped
         if not facts:
             decisions = list(skipped)
@@ -107,53 +112,55 @@ class Ingestor:
             elif degraded:
                 decisions = [Decision(op="NONE", reason=f"{degraded}; nothing to remember")]
             return decisions
-        level, app_id = placement(request.level, request.app_id, request.session_id)
-        snapshot = await self._snapshots.get(request.user_id)
-        existing = [
-            Existing(m, snapshot.vectors[i])
-            for i, m in enumerate(snapshot.memories)
-            if m.status is Status.ACTIVE
-            and (m.app_id, m.level, m.session_id) == (app_id, level, request.session_id)
-        ]
-        async with self._metadata.transaction() as tx:
-            hash_key = (await tx.keys.cipher(request.user_id)).hash_key
-        plans = await self._evolver.plan(
-            facts,
-            vectors,
-            existing,
-            lambda text: content_hash(text, hash_key),
-            mode=request.strategy.evolution,
-            use_llm=degraded is None,
-        )
-        if degraded is not None:
-            # The task says so (W5): every decision of a degraded add was taken without the LLM.
-            plans = [replace(p, reason=f"{degraded}; {p.reason}") for p in plans]
-        plans, new_vectors = await self._embed_rewrites(plans)
-        outcome = Outcome(decisions=list(skipped))
-        try:
+        with TRACING.span("engram.evolve", {"engram.facts": len(facts)}):
+            level, app_id = placement(request.level, request.app_id, request.session_id)
+            snapshot = await self._snapshots.get(request.user_id)
+            existing = [
+                Existing(m, snapshot.vectors[i])
+                for i, m in enumerate(snapshot.memories)
+                if m.status is Status.ACTIVE
+                and (m.app_id, m.level, m.session_id) == (app_id, level, request.session_id)
+            ]
             async with self._metadata.transaction() as tx:
-                for plan in plans:
-                    await self._applier.apply(
-                        tx, plan, request, level, app_id, now, new_vectors, hash_key, outcome
-                    )
-                outcome.decisions += await self._hold(tx, request, held, now)
-                await tx.versions.bump(request.user_id)
-                if task_id is not None and not await tx.tasks.finish(
-                    task_id,
-                    TaskStatus.DONE,
-                    decisions=[d.model_dump(mode="json") for d in outcome.decisions],
-                    error=None,
-                    at=now,
-                ):
-                    raise _AlreadyFinishedError
-        except _AlreadyFinishedError:
-            assert task_id is not None
-            return await self._finished_decisions(task_id) or []
-        METRICS.counts(METRICS.evolution_decisions, "op", Counter(d.op for d in outcome.decisions))
-        if outcome.deletes:
-            await self._vectors.delete(outcome.deletes)
-        if outcome.upserts:
-            await self._vectors.upsert(outcome.upserts)
+                hash_key = (await tx.keys.cipher(request.user_id)).hash_key
+            plans = await self._evolver.plan(
+                facts,
+                vectors,
+                existing,
+                lambda text: content_hash(text, hash_key),
+                mode=request.strategy.evolution,
+                use_llm=degraded is None,
+            )
+            if degraded is not None:
+                # The task says so (W5): every decision of a degraded add was taken without the LLM.
+                plans = [replace(p, reason=f"{degraded}; {p.reason}") for p in plans]
+            plans, new_vectors = await self._embed_rewrites(plans)
+        with TRACING.span("engram.commit", {"engram.plans": len(plans)}):
+            outcome = Outcome(decisions=list(skipped))
+            try:
+                async with self._metadata.transaction() as tx:
+                    for plan in plans:
+                        await self._applier.apply(
+                            tx, plan, request, level, app_id, now, new_vectors, hash_key, outcome
+                        )
+                    outcome.decisions += await self._hold(tx, request, held, now)
+                    await tx.versions.bump(request.user_id)
+                    if task_id is not None and not await tx.tasks.finish(
+                        task_id,
+                        TaskStatus.DONE,
+                        decisions=[d.model_dump(mode="json") for d in outcome.decisions],
+                        error=None,
+                        at=now,
+                    ):
+                        raise _AlreadyFinishedError
+            except _AlreadyFinishedError:
+                assert task_id is not None
+                return await self._finished_decisions(task_id) or []
+            METRICS.counts(METRICS.evolution_decisions, "op", Counter(d.op for d in outcome.decisions))
+            if outcome.deletes:
+                await self._vectors.delete(outcome.deletes)
+            if outcome.upserts:
+                await self._vectors.upsert(outcome.upserts)
         return outcome.decisions
 
     async def _extract(self, request: AddRequest, now: datetime) -> tuple[list[Fact], str | None]:

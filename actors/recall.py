@@ -31,6 +31,7 @@ from engram.models.provenance import source_of, trust_of, trust_score
 from engram.models.rules import ranking
 from engram.models.rules.decay import weight_now
 from engram.models.settings import RecallSettings, Settings
+from engram.models.tracing import TRACING
 from engram.storage.embedders import Embedder
 from engram.storage.metadata import MetadataStore
 from engram.storage.quick_reads import open_quick_reader
@@ -108,14 +109,29 @@ class Recaller:
             )
 
     async def _recall(self, request: RecallRequest) -> RecallOutcome:
-        settings = self.settings.recall
         flt = isolation.resolve(request)
         vectors, snapshot = await asyncio.gather(
-            self._embedder.embed([request.query]), self.snapshots.get(request.user_id)
+            self._embed_query(request.query), self._snapshot(request.user_id)
         )
+        with TRACING.span("engram.recall.rank"):
+            return await self._ranked(request, flt, vectors, snapshot)
+
+    async def _embed_query(self, query: str) -> np.ndarray:
+        with TRACING.span("engram.recall.embed"):
+            return await self._embedder.embed([query])
+
+    async def _snapshot(self, user_id: str) -> UserSnapshot:
+        with TRACING.span("engram.recall.snapshot"):
+            return await self.snapshots.get(user_id)
+
+    async def _ranked(
+        self, request: RecallRequest, flt: isolation.RecallFilter, vectors: np.ndarray, snapshot: UserSnapshot
+    ) -> RecallOutcome:
+        settings = self.settings.recall
         now = self._clock()
         positions = [i for i, m in enumerate(snapshot.memories) if isolation.visible(flt, m, now)]
         METRICS.recall_candidates.observe(len(positions))
+        TRACING.annotate("engram.candidates", len(positions))
         signals = relevance_signals(snapshot, positions, vectors[0], request.query, settings)
         relevance = signals.fused()
         top_k = request.top_k or settings.default_top_k

@@ -23,6 +23,7 @@ from engram.actors.lexical import Bm25Index, language, tokenize
 from engram.models.domain import Memory
 from engram.models.enums import Status
 from engram.models.metrics import METRICS
+from engram.models.tracing import TRACING
 from engram.storage import vector_copies
 from engram.storage.embedders import Embedder
 from engram.storage.metadata import MetadataStore
@@ -108,6 +109,7 @@ class SnapshotCache:
                 self._refresh(cached, self._quick.recall_bookkeeping(user_id))
             self._cache.move_to_end(user_id)
             METRICS.snapshot_cache.inc(1, {"event": "hit"})
+            TRACING.annotate("engram.snapshot", "hit")
             return cached
         started = time.perf_counter()
         async with self._metadata.transaction(readonly=True) as tx:
@@ -118,12 +120,14 @@ class SnapshotCache:
                     self._refresh(cached, await tx.memories.recall_bookkeeping(user_id))
                 self._cache.move_to_end(user_id)
                 METRICS.snapshot_cache.inc(1, {"event": "hit"})
+                TRACING.annotate("engram.snapshot", "hit")
                 return cached
             METRICS.snapshot_cache.inc(1, {"event": "miss"})
             rows = await tx.memories.with_status(user_id, RECALLABLE)
             copies = await vector_copies.for_user(tx, user_id)
         snapshot = await self._build(version, [m for m in rows if m.content is not None], copies)
         METRICS.snapshot_cache.inc(1, {"event": "load"})
+        TRACING.annotate("engram.snapshot", "load")
         METRICS.snapshot_load.observe((time.perf_counter() - started) * 1000)
         self._admit(user_id, snapshot)
         return snapshot

@@ -54,6 +54,7 @@ from engram.models.domain import WriteTask
 from engram.models.enums import TaskStatus
 from engram.models.ids import new_id
 from engram.models.metrics import METRICS, app_label
+from engram.models.tracing import TRACING
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,8 @@ class WritePath:
 
     async def accept_add(self, request: AddRequest) -> TaskAccepted:
         """Record the request as a PENDING task (committed), queue it and answer at once (W1)."""
-        task_id = await self._record(request.user_id, KIND_ADD, request.model_dump(mode="json"))
+        with TRACING.span("engram.task.record", {"engram.task.kind": KIND_ADD}):
+            task_id = await self._record(request.user_id, KIND_ADD, request.model_dump(mode="json"))
         self.schedule(request.user_id, task_id, KIND_ADD)
         return TaskAccepted(task_id=task_id)
 
@@ -151,10 +153,21 @@ class WritePath:
     def schedule(self, user_id: str, task_id: str, kind: str) -> None:
         """Queue a recorded task on its user's mailbox (also the entry for tasks recorded elsewhere)."""
         work = self._process_structured if kind == KIND_ADD_STRUCTURED else self._process
+        # The trace of the request that accepted the task goes with it onto the mailbox (tracing on).
+        accepted_in = TRACING.captured()
+        queued_ns = time.time_ns()
+
+        async def traced_work() -> bool:
+            with TRACING.within(accepted_in):
+                kind_tag = {"engram.task.kind": kind}
+                with TRACING.span("engram.task.mailbox_wait", kind_tag, start_ns=queued_ns):
+                    pass
+                with TRACING.span("engram.task.run", kind_tag):
+                    return await work(task_id)
 
         async def run() -> None:
             try:
-                passing_failure = await work(task_id)
+                passing_failure = await (traced_work() if accepted_in is not None else work(task_id))
             except ConnectionAbortedError:
                 raise  # the write path stopped: the next start resumes the task
             except Exception as exc:

@@ -45,6 +45,7 @@ from engram.models.settings_runtime import (
     MetricsSettings,
     ServeSettings,
     StorageSettings,
+    TracingSettings,
     VllmSettings,
 )
 from engram.models.settings_security import (
@@ -83,6 +84,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "StorageSettings",
+    "TracingSettings",
     "VllmSettings",
     "key_digest",
     "load_settings",
@@ -119,6 +121,7 @@ class Settings(BaseSettings):
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     profile: ProfileSettings = Field(default_factory=ProfileSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -289,3 +289,29 @@ class MetricsSettings(BaseModel):
     # Label recall and write-ack series with the request's app id: one series per app, so only
     # where the number of apps is small and known (user ids and content are never labels).
     app_id_labels: bool = False
+
+
+class TracingSettings(BaseModel):
+    """OpenTelemetry spans of add and recall (#29), sent over OTLP/HTTP; off by default, and free off."""
+
+    enabled: bool = False
+    # An OTLP/HTTP traces endpoint: a collector, Jaeger, Tempo, Honeycomb's ...
+    otlp_endpoint: str = "http://127.0.0.1:4318/v1/traces"
+    # Headers the endpoint wants (an auth token): from the config file or the environment
+    # (ENGRAM_TRACING__OTLP_HEADERS='{"x-api-key": "..."}'), never a run-time change (Serve shows those).
+    otlp_headers: dict[str, SecretStr] = Field(default_factory=dict)
+    # The share of new traces kept; a caller's traceparent decides for the traces it starts.
+    sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    # Spans leave in batches from a background thread, at most this long after they end.
+    export_delay_ms: int = Field(2000, ge=10, le=60_000)
+    # User and app ids as span attributes (engram.user_id, engram.app_id). Off: a trace backend is
+    # one more place personal data would have to be erased from (P2). Content is never an attribute.
+    record_identifiers: bool = False
+    service_name: str = Field("engram", min_length=1, max_length=64)
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_endpoint(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("tracing.otlp_endpoint must be an http:// or https:// URL")
+        return value

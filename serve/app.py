@@ -45,7 +45,7 @@ from engram.serve.memory_core import build_recaller
 from engram.serve.metrics import install_ray_metrics
 from engram.serve.network import start_decision
 from engram.serve.operation_methods import OperationMethods
-from engram.serve.operations import Operation, Operations
+from engram.serve.operations import BY_NAME, Operation, Operations
 from engram.serve.rate_limit import RateLimitedBackend, RateLimiter
 from engram.serve.ray_backend import RayBackend
 from engram.serve.replica_loopback import bind_replica_grpc_to_loopback
@@ -54,6 +54,7 @@ from engram.serve.settings_update import apply_overrides
 from engram.serve.shard import ShardActor, shard_options
 from engram.serve.sweep_scheduler import start_scheduler
 from engram.serve.switch_gate import GatedBackend
+from engram.serve.tracing import continue_trace, sync_tracing
 from engram.storage.embedders import build_embedder
 from engram.storage.keyring import master_key_check
 from engram.storage.switch_reader import SwitchReader
@@ -136,6 +137,7 @@ class RecallDeployment:
     # Serve awaits an async constructor on the replica's event loop.
     async def __init__(self, settings: Settings) -> None:  # type: ignore[misc]
         install_ray_metrics()
+        sync_tracing(settings.tracing, "recall")
         bind_replica_grpc_to_loopback()  # before Serve starts it, after this constructor
         self.settings = settings
         # A replica on a node without the master key refuses to start, saying why (it reads
@@ -209,6 +211,17 @@ class RecallDeployment:
         except EngramError as exc:
             return exc
 
+    async def traced(
+        self, op_name: str, request: RecallRequest, carrier: dict[str, str]
+    ) -> RecallResponse | EngramError:
+        """``recall`` under the caller's trace (``ray_backend.sent``; the only operation here)."""
+        if op_name != Operations.recall.name:
+            return EngramError(ErrorCode.NOT_FOUND, f"the recall app has no {op_name}")
+        attributes = {"engram.op": op_name}
+        return await continue_trace(
+            carrier, "engram.recall.replica", attributes, lambda: self.recall(request)
+        )
+
     def _hit_buffer(self) -> HitBuffer:
         if self._hits is None:
             recall = self.settings.recall
@@ -235,6 +248,7 @@ class RecallDeployment:
     def reconfigure(self, config: dict[str, Any]) -> None:
         """Serve ``user_config``: settings overrides applied without a restart (O1)."""
         apply_overrides(self.settings, config)
+        sync_tracing(self.settings.tracing, "recall")
 
 
 @serve.deployment(name="Ingress")
@@ -249,6 +263,7 @@ class Ingress(OperationMethods):
     ) -> None:
         """``extraction``: the engine deployment the shards call (bound here so the app deploys it)."""
         install_ray_metrics()
+        sync_tracing(settings.tracing, "ingress")
         bind_replica_grpc_to_loopback()  # before Serve starts it, after this constructor
         self.settings = settings
         self._extraction = extraction
@@ -285,6 +300,17 @@ class Ingress(OperationMethods):
     async def operation_backend(self) -> EngramBackend:
         return self._backend
 
+    async def traced(self, op_name: str, request: BaseModel, carrier: dict[str, str]) -> Any:
+        """Operation ``op_name`` for a Python caller that passes its trace-context headers
+        (``{"traceparent": ...}``): the spans of the call continue the caller's trace."""
+        op = BY_NAME.get(op_name)
+        if op is None:
+            raise EngramError(ErrorCode.NOT_FOUND, f"no operation {op_name!r}")
+        backend = self._backend
+        return await continue_trace(
+            carrier, f"engram.{op_name}", {"engram.op": op_name}, lambda: backend.call(op, request)
+        )
+
     def gate_stats(self) -> dict[str, int]:
         """Calls the switch gate of this replica refused and passed (counts only)."""
         return self._gate.stats()
@@ -292,6 +318,7 @@ class Ingress(OperationMethods):
     async def reconfigure(self, config: dict[str, Any]) -> None:
         """Serve ``user_config``: forwarded to every shard and the sweep scheduler by message (O1)."""
         apply_overrides(self.settings, config)
+        sync_tracing(self.settings.tracing, "ingress")
         await asyncio.gather(
             *(shard.reconfigure.remote(config) for shard in self._shards),
             self._scheduler.reconfigure.remote(config),

@@ -9,8 +9,10 @@ dying replica is retried by the shard (``RemoteEngine``), so an accepted write s
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 from ray import serve
 from ray.exceptions import RayActorError
@@ -21,11 +23,13 @@ from engram.actors.engines.factory import engine_from_settings
 from engram.actors.engines.metered import metered
 from engram.actors.engines.remote import RemoteEngine
 from engram.models.settings import Settings
+from engram.models.tracing import TRACING
 from engram.serve.handle_lookup import LazyDeploymentHandle
 from engram.serve.metrics import install_ray_metrics
 from engram.serve.replica_loopback import bind_replica_grpc_to_loopback
 from engram.serve.scaling import replica_options
 from engram.serve.settings_update import apply_overrides
+from engram.serve.tracing import continue_trace, sync_tracing
 
 DEPLOYMENT_NAME = "Extraction"
 # What a replica dying or restarting looks like from a caller; anything else is a real failure.
@@ -76,6 +80,7 @@ class ExtractionDeployment:
 
     def __init__(self, settings: Settings) -> None:
         install_ray_metrics()
+        sync_tracing(settings.tracing, "extraction")
         bind_replica_grpc_to_loopback()  # before Serve starts it, after this constructor
         self.settings = settings
         self._engine: Engine | None = None
@@ -96,6 +101,13 @@ class ExtractionDeployment:
         self._batch_sizes[len(requests)] += 1
         return await self._engine.generate(requests)
 
+    async def traced(self, request: StructuredRequest, carrier: dict[str, str]) -> BaseModel | EngineError:
+        """``generate`` for one request under the caller's trace: its span holds the wait for a
+        batch and the batch's engine call (``extraction_engine`` sends this when tracing is on)."""
+        engine = {"engram.engine": self.settings.engine.name}
+        generate: Callable[[], Awaitable[BaseModel | EngineError]] = lambda: self.generate(request)  # noqa: E731
+        return await continue_trace(carrier, "engram.extraction.generate", engine, generate)
+
     def batch_sizes(self) -> dict[int, int]:
         """How many batches of each size this replica has run (counts only)."""
         return dict(self._batch_sizes)
@@ -103,6 +115,7 @@ class ExtractionDeployment:
     def reconfigure(self, config: dict[str, Any]) -> None:
         """Serve ``user_config``: run-time settings (O1); the engine section needs a redeploy."""
         apply_overrides(self.settings, config)
+        sync_tracing(self.settings.tracing, "extraction")
 
 
 def extraction_engine(settings: Settings) -> RemoteEngine:
@@ -118,8 +131,13 @@ def extraction_engine(settings: Settings) -> RemoteEngine:
 
     async def call(request: StructuredRequest) -> BaseModel | EngineError:
         handle = await extraction.get()
-        result: BaseModel | EngineError = await handle.generate.remote(request)
-        return result
+        carrier = TRACING.carrier()
+        if carrier is None:
+            answer: BaseModel | EngineError = await handle.generate.remote(request)
+            return answer
+        with TRACING.span("engram.engine.call", {"engram.engine.task": request.task}, kind=SpanKind.CLIENT):
+            traced: BaseModel | EngineError = await handle.traced.remote(request, TRACING.carrier())
+            return traced
 
     return RemoteEngine(
         call,

@@ -21,11 +21,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.models.api import Envelope
 from engram.models.errors import EngramError, ErrorCode
+from engram.models.tracing import TRACING
 from engram.serve.auth import Authenticator, AuthGuard
 from engram.serve.backend import EngramBackend
 from engram.serve.body import ParsedBodyRoute
 from engram.serve.console import add_console_route
-from engram.serve.envelope import ERROR_RESPONSES, envelope, trace_id_of
+from engram.serve.envelope import ERROR_RESPONSES, TRACE_HEADER, envelope, trace_id_of
 from engram.serve.host_check import LoopbackHostCheck
 from engram.serve.mcp_routes import add_mcp_route
 from engram.serve.operations import BY_NAME, OPERATIONS, PREFIX, Operation, Operations
@@ -190,7 +191,13 @@ def _endpoint(op: Operation[Any, Any], backend: Callable[[], EngramBackend]) -> 
     async def endpoint(body: BaseModel, request: Request) -> JSONResponse:
         # What the guard decided (the caller and the named objects out of its reach) narrows the call.
         reach = request.scope.get(REACH_KEY)
-        result = await within_reach(op.name, body, reach, lambda narrowed: backend().call(op, narrowed))
+        # The caller's traceparent continues here; its trace id is the envelope's unless the
+        # caller named one (x-trace-id), so an error's trace_id finds its spans.
+        named = TRACING.identifiers(getattr(body, "user_id", None), getattr(body, "app_id", None))
+        with TRACING.continued(request.headers, f"engram.{op.name}", {"engram.op": op.name, **named}):
+            if TRACE_HEADER not in request.headers and (otel_trace := TRACING.trace_id()) is not None:
+                request.state.trace_id = otel_trace
+            result = await within_reach(op.name, body, reach, lambda narrowed: backend().call(op, narrowed))
         trace_id = trace_id_of(request)
         if op.empty_is_miss and not getattr(result, "hit", True):
             return envelope(ErrorCode.NO_RELEVANT_MEMORY, "no relevant memory", trace_id, result)

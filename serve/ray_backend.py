@@ -14,6 +14,7 @@ from ray.actor import ActorHandle
 
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.rules.sharding import shard_of
+from engram.models.tracing import TRACING
 from engram.serve.handle_lookup import LazyDeploymentHandle
 from engram.serve.operations import Dispatch, Operation
 from engram.serve.privacy_backend import RayPrivacyHelpers
@@ -41,14 +42,14 @@ class RayBackend(RayPrivacyHelpers):
     async def call(self, op: Operation[Req, Res], request: Req) -> Res:
         if op.dispatch is Dispatch.RECALL:
             recall = await self._recall.get()
-            result: Res = await unwrap(getattr(recall, op.name).remote(request))
+            result: Res = await unwrap(sent(recall, op.name, request))
             return result
         if op.dispatch is Dispatch.ANY_SHARD:
             # The request names no user (a task id): ask the shards in turn (there are few).
             missing = EngramError(ErrorCode.NOT_FOUND, "not found")
             for shard in self._shards:
                 try:
-                    found: Res = await unwrap(getattr(shard, op.name).remote(request))
+                    found: Res = await unwrap(sent(shard, op.name, request))
                     return found
                 except EngramError as exc:
                     if exc.code is not ErrorCode.NOT_FOUND:
@@ -56,5 +57,14 @@ class RayBackend(RayPrivacyHelpers):
                     missing = exc
             raise missing
         shard = self.shard(str(getattr(request, "user_id")))  # noqa: B009 - every USER_SHARD request has one
-        answer: Res = await unwrap(getattr(shard, op.name).remote(request))
+        answer: Res = await unwrap(sent(shard, op.name, request))
         return answer
+
+
+def sent(target: Any, name: str, request: BaseModel) -> Any:
+    """``target.<name>.remote(request)``; with tracing on, ``target.traced`` with the current trace
+    (a shard actor or a recall replica continues it: ``serve.tracing.continue_trace``)."""
+    carrier = TRACING.carrier()
+    if carrier is None:
+        return getattr(target, name).remote(request)
+    return target.traced.remote(name, request, carrier)

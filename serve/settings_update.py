@@ -21,6 +21,7 @@ RUNTIME_SECTIONS = (
     "limits",
     "profile",
     "auth",
+    "tracing",
 )
 """Sections that may change while running; storage, embedder, engine and serve need a restart."""
 
@@ -32,6 +33,10 @@ def apply_overrides(settings: Settings, overrides: dict[str, Any]) -> None:
         raise ValueError(f"settings sections {sorted(unknown)} cannot change at run time")
     if "auth" in overrides:
         check_runtime_keys(settings, overrides["auth"])
+    tracing = overrides.get("tracing")
+    if isinstance(tracing, dict) and "otlp_headers" in tracing:
+        # Serve stores a user_config and shows it (serve status): a token there is in clear.
+        raise ValueError("tracing.otlp_headers cannot change at run time: set them in the config file")
     # Validate every section first, so that one bad value leaves all sections untouched.
     checked = {
         section: type(getattr(settings, section)).model_validate(

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import ray
+from pydantic import BaseModel
 
 from engram.actors.hit_buffer import RecallHits
 from engram.actors.write_path import WritePath
@@ -26,6 +27,7 @@ from engram.lifecycle.archive_vectors import ArchiveBackedVectors
 from engram.lifecycle.plan import SweepCounts
 from engram.lifecycle.reembed import ReembedCounts, reembed_user
 from engram.lifecycle.sweeps import Sweeper, each_user, sweep_users
+from engram.models.errors import EngramError, ErrorCode
 from engram.models.rules.sharding import shard_name, shard_of
 from engram.models.settings import Settings
 from engram.serve.extraction import extraction_engine
@@ -34,7 +36,9 @@ from engram.serve.local_backend import LocalBackend
 from engram.serve.memory_core import build_core
 from engram.serve.metrics import install_ray_metrics
 from engram.serve.operation_methods import OperationMethods
+from engram.serve.operations import BY_NAME
 from engram.serve.settings_update import apply_overrides
+from engram.serve.tracing import continue_trace, sync_tracing
 from engram.storage.stores import Stores, open_stores
 
 log = logging.getLogger(__name__)
@@ -191,6 +195,7 @@ class ShardActor(OperationMethods):
 
     def __init__(self, settings: Settings, index: int) -> None:
         install_ray_metrics()
+        sync_tracing(settings.tracing, f"shard-{index}")
         self._shard = Shard(settings, index)
         self._frozen = False
 
@@ -207,6 +212,14 @@ class ShardActor(OperationMethods):
             self._frozen = True
             freeze_long_lived()
         return backend
+
+    async def traced(self, op_name: str, request: BaseModel, carrier: dict[str, str]) -> Any:
+        """Operation ``op_name`` of the table under the caller's trace (``ray_backend.sent``)."""
+        if op_name not in BY_NAME:
+            raise EngramError(ErrorCode.NOT_FOUND, f"no operation {op_name!r}")
+        attributes: dict[str, str | int] = {"engram.op": op_name, "engram.shard": self._shard.index}
+        method = getattr(self, op_name)
+        return await continue_trace(carrier, f"engram.shard.{op_name}", attributes, lambda: method(request))
 
     async def get_vectors(self, memory_ids: list[str]) -> dict[str, np.ndarray]:
         return await self._shard.get_vectors(memory_ids)
@@ -244,6 +257,7 @@ class ShardActor(OperationMethods):
 
     def reconfigure(self, overrides: dict[str, Any]) -> None:
         self._shard.reconfigure(overrides)
+        sync_tracing(self._shard.settings.tracing, f"shard-{self._shard.index}")
 
     async def close(self) -> None:
         await self._shard.close()

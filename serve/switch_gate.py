@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from engram.actors.switches import check_store, gate_profile, gate_recall, is_on
 from engram.models.api import ProfileRequest, RecallRequest
 from engram.models.errors import EngramError, ErrorCode
+from engram.models.tracing import TRACING
 from engram.serve.backend import BackendWrapper, EngramBackend
 from engram.serve.operations import Gate, Operation
 
@@ -42,7 +43,8 @@ class GatedBackend(BackendWrapper):
 
     async def call(self, op: Operation[Req, Res], request: Req) -> Res:
         if op.gate is not Gate.NONE:
-            request = await self._check(op.gate, request)
+            with TRACING.span("engram.gate", {"engram.gate": op.gate.value}):
+                request = await self._check(op.gate, request)
         return await self.inner.call(op, request)
 
     async def _check(self, gate: Gate, request: Req) -> Req:
