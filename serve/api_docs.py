@@ -20,7 +20,9 @@ Generated from the OpenAPI document by `python -m engram.serve.api_docs > docs/a
 Every route is `POST`, JSON in and out, and answers the envelope
 `{"code": int, "msg": str, "trace_id": str, "data": ...}`. `code` 0 is success; the HTTP status
 mirrors the code's class. Send `X-Trace-Id` to choose the trace id (letters, digits, `_.:-`, up
-to 64 characters); it is echoed in the envelope and the response header.
+to 64 characters); it is echoed in the envelope and the response header. With tracing on
+(`tracing.enabled`, docs/operations.md), a W3C `traceparent` header continues the caller's
+OpenTelemetry trace through the service, and without `X-Trace-Id` the trace id is that trace's.
 
 When API keys are configured (`auth.api_keys`), send one as `Authorization: Bearer <key>` or
 `X-API-Key: <key>`: no valid key is 40101, another tenant's app or a `user/*` route without the

@@ -2,7 +2,8 @@
 
 Every operation of ``serve.operations.Operations`` is a method of both clients (``client.add(...)``,
 ``await client.recall(...)``): each builds its ``Call`` and the client sends it. Failures raise
-``EngramApiError`` carrying the C9 code and the trace id.
+``EngramApiError`` carrying the C9 code and the trace id. A call made inside the caller's
+OpenTelemetry span carries it (``traceparent``): with tracing on, Engram's spans join that trace.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import TypeVar
 
 import httpx
 
-from engram.serve.client_calls import AsyncSender, Call, EngramApiError, SyncSender
+from engram.serve.client_calls import AsyncSender, Call, EngramApiError, SyncSender, trace_headers
 from engram.serve.operations import Operations
 from engram.serve.privacy_client import AsyncExportDownload, ExportDownload
 
@@ -36,7 +37,7 @@ class EngramClient(Operations, ExportDownload, SyncSender):
 
     def send(self, call: Call[T]) -> T:
         """Send one operation and return its data."""
-        return call.parse(self._http.post(call.path, json=call.body()))
+        return call.parse(self._http.post(call.path, json=call.body(), headers=trace_headers()))
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -59,7 +60,7 @@ class AsyncEngramClient(Operations, AsyncExportDownload, AsyncSender):
 
     async def send(self, call: Call[T]) -> T:
         """Send one operation and return its data."""
-        return call.parse(await self._http.post(call.path, json=call.body()))
+        return call.parse(await self._http.post(call.path, json=call.body(), headers=trace_headers()))
 
     async def aclose(self) -> None:
         """Close the connection pool."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import httpx
+from opentelemetry import propagate
 from pydantic import BaseModel, TypeAdapter
 
 from engram.models.errors import ErrorCode
@@ -47,6 +48,14 @@ class Call(Generic[T]):
         if code not in (0, int(ErrorCode.NO_RELEVANT_MEMORY)):
             raise EngramApiError(code, str(payload.get("msg", "")), str(payload.get("trace_id", "")))
         return self.result.validate_python(payload.get("data"))
+
+
+def trace_headers() -> dict[str, str]:
+    """The caller's current OpenTelemetry trace as W3C headers (``traceparent``), so that Engram's
+    spans of the call continue it; empty when the caller has no span (or no tracing at all)."""
+    headers: dict[str, str] = {}
+    propagate.inject(headers)
+    return headers
 
 
 class SyncSender:

@@ -14,12 +14,12 @@ import httpx
 import pytest
 from ray import serve
 
+from engram.loadtest.otlp_sink import ReceivedSpan, TraceReceiver, trace_receiver
 from engram.models.api import RecallRequest, RecallResponse
 from engram.serve.app import deploy, recall_app_name
 from engram.serve.client import EngramClient
 from tests.e2e.conftest import RunningApp
 from tests.e2e.test_serve_app import wait_done
-from tests.support.otlp import ReceivedSpan, TraceReceiver, trace_receiver
 
 pytestmark = pytest.mark.e2e
 

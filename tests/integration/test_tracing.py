@@ -14,11 +14,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from engram.loadtest.otlp_sink import trace_receiver
+from engram.models.api import RecallRequest
 from engram.models.settings import Settings, TracingSettings
 from engram.models.tracing import TRACING
+from engram.serve.client import AsyncEngramClient
 from engram.serve.tracing import sync_tracing
 from engram.storage.stores import Stores
-from tests.support.otlp import trace_receiver
 from tests.support.privacy_app import privacy_app
 
 pytestmark = pytest.mark.integration
@@ -121,6 +123,23 @@ async def test_identifiers_are_span_attributes_only_when_the_operator_opted_in(
     first, second = (s for s in spans.get_finished_spans() if s.name == "engram.recall")
     assert "engram.user_id" not in (first.attributes or {})
     assert (second.attributes or {})["engram.user_id"] == USER
+
+
+async def test_the_python_client_carries_the_callers_span_into_engrams_trace(
+    settings: Settings, stores: Stores, clock: object, spans: InMemorySpanExporter
+) -> None:
+    agent_spans = InMemorySpanExporter()
+    agent = TracerProvider()
+    agent.add_span_processor(SimpleSpanProcessor(agent_spans))
+    async with privacy_app(settings, stores, clock) as app:
+        client = AsyncEngramClient("http://127.0.0.1", client=app.http)
+        with agent.get_tracer("agent").start_as_current_span("agent.turn") as turn:
+            await client.recall(RecallRequest(user_id=USER, query="violin"))
+        await client.recall(RecallRequest(user_id=USER, query="violin"))  # outside any span
+    served = [s for s in spans.get_finished_spans() if s.name == "engram.recall"]
+    assert served[0].parent is not None and served[0].parent.span_id == turn.get_span_context().span_id
+    assert served[0].context.trace_id == turn.get_span_context().trace_id
+    assert served[1].parent is None  # no caller span: a trace of its own
 
 
 def test_the_exporter_sends_batches_over_otlp_and_stops_when_turned_off() -> None:

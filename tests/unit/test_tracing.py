@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -135,3 +137,31 @@ def test_tracing_is_off_by_default_and_changes_at_run_time_without_headers() -> 
         TracingSettings(otlp_endpoint="grpc://collector:4317")
     with pytest.raises(ValidationError):
         TracingSettings(sample_ratio=1.5)
+
+
+SINGLETONS = {"TRACING", "METRICS"}
+
+
+def _ray_classes(path: Path) -> list[ast.ClassDef]:
+    """The classes of a module that Ray ships to other processes (``@serve.deployment``, ``@ray.remote``)."""
+    shipped = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef):
+            decorators = [ast.unparse(d) for d in node.decorator_list]
+            if any(d.startswith(("serve.deployment", "ray.remote")) for d in decorators):
+                shipped.append(node)
+    return shipped
+
+
+def test_no_class_ray_ships_names_a_process_singleton_itself() -> None:
+    # Ray sends these classes to their processes by value, with a copy of every module-level object
+    # their methods name: a method naming TRACING would consult a copy no sync_tracing installs
+    # (the e2e trace lost its shard and Extraction spans that way). They call module functions.
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for module in sorted((root / "serve").glob("*.py")):
+        for cls in _ray_classes(module):
+            names = {n.id for n in ast.walk(cls) if isinstance(n, ast.Name)}
+            found += [f"{module.name}:{cls.name} names {name}" for name in sorted(names & SINGLETONS)]
+    assert found == []
+    assert len([c for m in (root / "serve").glob("*.py") for c in _ray_classes(m)]) >= 4

@@ -5,6 +5,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Sent as `X-Trace-Id`: letters, digits and `_.:-`, up to 64 characters. */
   traceId?: string;
+  /** A W3C `traceparent` (your OpenTelemetry span's): with tracing on, Engram's spans join its trace. */
+  traceparent?: string;
 }
 
 /** How often a refused call is tried again: 42903 (rate limited) and 50301 (dependency unavailable). */

@@ -139,6 +139,7 @@ export class EngramClient extends Operations {
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
     if (options?.traceId) headers["x-trace-id"] = options.traceId;
+    if (options?.traceparent) headers.traceparent = options.traceparent;
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const signal = options?.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
     try {

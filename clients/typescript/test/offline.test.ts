@@ -138,6 +138,13 @@ describe("sending", () => {
     assert.equal(server.seen[0]?.headers["x-trace-id"], "my-trace");
   });
 
+  test("the caller's traceparent is sent as given", async () => {
+    const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    server.script(envelope(0, { hit: false, memories: [] }));
+    await client.recall({ user_id: "u1", query: "q" }, { traceparent });
+    assert.equal(server.seen[0]?.headers.traceparent, traceparent);
+  });
+
   test("recall's 20001 is an empty result, not an error", async () => {
     server.script(envelope(20001, { hit: false, memories: [], profile: null }));
     assert.deepEqual(await client.recall({ user_id: "u1", query: "q" }), { hit: false, memories: [], profile: null });

@@ -1,4 +1,8 @@
-"""An OTLP/HTTP trace receiver in the test process: what Engram's exporters send, decoded (#29)."""
+"""An OTLP/HTTP trace receiver in this process: what Engram's exporters send, decoded (#29).
+
+``engram loadtest --tracing`` sends the app's spans here to measure what tracing costs; the tests
+read the spans it received to check that one request's spans form one trace across processes.
+"""
 
 from __future__ import annotations
 
