@@ -98,6 +98,9 @@ class SnapshotCache:
         self._ttl_s = ttl_s
         self._monotonic = monotonic
         self._cache: OrderedDict[str, UserSnapshot] = OrderedDict()
+        # Recalls answered from a held snapshot, and snapshots built (a cold user, or a stale one).
+        self.hits = 0
+        self.loads = 0
 
     async def get(self, user_id: str) -> UserSnapshot:
         """The user's current snapshot, loading it when missing or stale."""
@@ -110,6 +113,7 @@ class SnapshotCache:
             self._cache.move_to_end(user_id)
             METRICS.snapshot_cache.inc(1, {"event": "hit"})
             TRACING.annotate("engram.snapshot", "hit")
+            self.hits += 1
             return cached
         started = time.perf_counter()
         async with self._metadata.transaction(readonly=True) as tx:
@@ -121,6 +125,7 @@ class SnapshotCache:
                 self._cache.move_to_end(user_id)
                 METRICS.snapshot_cache.inc(1, {"event": "hit"})
                 TRACING.annotate("engram.snapshot", "hit")
+                self.hits += 1
                 return cached
             METRICS.snapshot_cache.inc(1, {"event": "miss"})
             rows = await tx.memories.with_status(user_id, RECALLABLE)
@@ -128,6 +133,7 @@ class SnapshotCache:
         snapshot = await self._build(version, [m for m in rows if m.content is not None], copies)
         METRICS.snapshot_cache.inc(1, {"event": "load"})
         TRACING.annotate("engram.snapshot", "load")
+        self.loads += 1
         METRICS.snapshot_load.observe((time.perf_counter() - started) * 1000)
         self._admit(user_id, snapshot)
         return snapshot

@@ -19,6 +19,7 @@ from locust.env import Environment
 
 from engram.loadtest.arrivals import PoissonPacing
 from engram.loadtest.mix import DEFAULT_MIX, HEALTHZ_WEIGHT, parse_mix
+from engram.loadtest.user_draw import UserDraw
 
 # Where the final figures go (``engram loadtest`` reads them): locust's CSV is rewritten once a
 # second and its last version misses the requests of the run's last moments.
@@ -27,6 +28,9 @@ PERCENTILES = (0.5, 0.95, 0.99)
 SEEDED_USERS = int(os.environ.get("ENGRAM_LT_USERS", "1000"))
 PER_USER_RPS = float(os.environ.get("ENGRAM_LT_PER_USER_RPS", "1"))
 MIX = parse_mix(os.environ.get("ENGRAM_LT_MIX", DEFAULT_MIX))
+# Whose memories each request is for: uniform over the seeded users, or Zipf-skewed (--skew).
+USERS = UserDraw(SEEDED_USERS, os.environ.get("ENGRAM_LT_SKEW", "uniform"))
+_RNG = random.Random()
 QUERIES = [
     "what food do I like",
     "where do I live",
@@ -71,7 +75,7 @@ class EngramAgent(HttpUser):
         return self._pacing.wait()
 
     def recall(self) -> None:
-        user = f"lt-{random.randrange(SEEDED_USERS)}"
+        user = f"lt-{USERS.draw(_RNG)}"
         body = {"user_id": user, "query": random.choice(QUERIES), "top_k": 10}
         with self.client.post("/memory/v1/recall", json=body, name="recall", catch_response=True) as answer:
             code = answer.json().get("code") if answer.status_code < 500 else None
@@ -81,7 +85,7 @@ class EngramAgent(HttpUser):
                 answer.failure(f"code {code}")
 
     def add(self) -> None:
-        user = f"lt-{random.randrange(SEEDED_USERS)}"
+        user = f"lt-{USERS.draw(_RNG)}"
         body = {
             "user_id": user,
             "messages": [{"role": "user", "content": f"I visited place {random.randrange(10**6)}."}],
@@ -90,7 +94,7 @@ class EngramAgent(HttpUser):
             _accepted(answer)
 
     def add_structured(self) -> None:
-        body = {"user_id": f"lt-{random.randrange(SEEDED_USERS)}", **_structured_item()}
+        body = {"user_id": f"lt-{USERS.draw(_RNG)}", **_structured_item()}
         with self.client.post(
             "/memory/v1/add_structured", json=body, name="add_structured", catch_response=True
         ) as answer:
@@ -98,7 +102,7 @@ class EngramAgent(HttpUser):
 
     def batch_add_structured(self) -> None:
         body = {
-            "user_id": f"lt-{random.randrange(SEEDED_USERS)}",
+            "user_id": f"lt-{USERS.draw(_RNG)}",
             "items": [_structured_item() for _ in range(100)],
         }
         with self.client.post(

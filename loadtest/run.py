@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 
 from engram.loadtest.mix import DEFAULT_MIX, format_mix, parse_mix, total_rate
+from engram.loadtest.otlp_sink import trace_receiver
+from engram.loadtest.user_draw import parse_skew
 from engram.models.settings import Settings
 from engram.serve.http_front import LocalFront, free_port, prepare_local_front
 
@@ -52,21 +54,39 @@ def run(
     mix: str = DEFAULT_MIX,
     http_front: str = "haproxy",
     niceness: int = 19,
+    tracing: bool = False,
+    skew: str = "uniform",
+    snapshots: SnapshotBounds | None = None,
 ) -> dict[str, Any]:
     """Run one load test and return its figures (``recall_rps``: the offered recall rate, or the
     offered write rate of a mix without recall; ``niceness``: locust's, 19 so that it yields to
-    the server it loads on the same machine)."""
+    the server it loads on the same machine; ``tracing``: the app it starts sends every span to
+    an OTLP sink in this process, and ``spans`` counts them; ``skew``: whose memories each request
+    is for, ``uniform`` or ``zipf:<s>``; ``snapshots``: the Recall replica's snapshot cache bounds
+    in the app it starts, whose cold share, snapshot bytes and resident memory are reported)."""
     weights = parse_mix(mix)
+    parse_skew(skew)
     started_here = None
-    if url is None or not answers(url):
-        started_here = start_app(users, memories, seed_cache, http_front)
-        url = started_here[0]
-    try:
-        offered = total_rate(weights, recall_rps)
-        stats = _locust(url, users, offered, duration_s, format_mix(weights), niceness)
-    finally:
-        if started_here is not None:
-            stop_app(started_here[1])
+    recall_before: dict[str, float] = {}
+    recall_after: dict[str, float] = {}
+    with trace_receiver() if tracing else contextlib.nullcontext() as sink:
+        if url is None or not answers(url):
+            endpoint = sink.endpoint if sink is not None else None
+            started_here = start_app(
+                users, memories, seed_cache, http_front, tracing_endpoint=endpoint, snapshots=snapshots
+            )
+            url = started_here[0]
+        try:
+            offered = total_rate(weights, recall_rps)
+            if started_here is not None:
+                recall_before = recall_state(started_here[1].settings)
+            stats = _locust(url, users, offered, duration_s, format_mix(weights), niceness, skew)
+            if started_here is not None:
+                recall_after = recall_state(started_here[1].settings)
+        finally:
+            if started_here is not None:
+                stop_app(started_here[1])
+        spans = len(sink.spans) if sink is not None else None
     # A light route of a short run may draw no request at all (Poisson); none at all is a failure.
     if not any(route in stats for route in weights):
         raise RuntimeError(f"locust made no request of the mix {format_mix(weights)}")
@@ -87,7 +107,34 @@ def run(
         "healthz_p99_ms": health.get("p99"),
         "add_p99_ms": add.get("p99"),
         "errors": int(sum(row["failures"] for name, row in stats.items() if name != "Aggregated")),
+        "spans": spans,
+        "skew": skew,
+        **snapshot_figures(recall_before, recall_after),
     }
+
+
+def snapshot_figures(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
+    """The run's cold share (recalls that built their user's snapshot), what the Recall replica
+    held at the end, and its resident memory; None for an app this run did not start."""
+    if not after:
+        return {"cold_share": None, "snapshot_mib": None, "cached_users": None, "recall_rss_mib": None}
+    loads = after["loads"] - before["loads"]
+    answered = loads + after["hits"] - before["hits"]
+    return {
+        "cold_share": round(loads / answered, 3) if answered else 0.0,
+        "snapshot_mib": round(after["cached_bytes"] / 2**20, 1),
+        "cached_users": after["cached_users"],
+        "recall_rss_mib": round(after["rss_bytes"] / 2**20, 1),
+    }
+
+
+@dataclass(frozen=True)
+class SnapshotBounds:
+    """``recall.snapshot_cache_users`` and ``recall.snapshot_cache_bytes`` (in MiB) of the app a
+    load test starts; None keeps the default (users: every seeded user, at least 1,000)."""
+
+    users: int | None = None
+    mib: int | None = None
 
 
 def _per_route(stats: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -142,13 +189,21 @@ class StartedApp:
 
     data_dir: Path
     front: LocalFront
+    settings: Settings
 
 
 def start_app(
-    users: int, memories: int, seed_cache: Path | None, http_front: str = "haproxy"
+    users: int,
+    memories: int,
+    seed_cache: Path | None,
+    http_front: str = "haproxy",
+    *,
+    tracing_endpoint: str | None = None,
+    snapshots: SnapshotBounds | None = None,
 ) -> tuple[str, StartedApp]:
     """Seed, then start both Serve applications on a Ray of their own (``http_front``: as
-    ``serve.http_front``; the embedded default is HAProxy)."""
+    ``serve.http_front``; the embedded default is HAProxy; ``tracing_endpoint``: tracing on, every
+    span sent there)."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     data_dir = seeded_copy(users, memories, seed_cache)
     settings = Settings(
@@ -161,8 +216,12 @@ def start_app(
             "recall_autoscaling": None,
             "http_front": http_front,
         },
-        recall={"snapshot_cache_users": max(users, 1000)},
+        recall=_recall_bounds(users, snapshots or SnapshotBounds()),
     )
+    if tracing_endpoint is not None:
+        settings.tracing = settings.tracing.model_validate(
+            {"enabled": True, "otlp_endpoint": tracing_endpoint}
+        )
     # Before Ray and Serve are imported and started: their processes read the front from the environment.
     front = prepare_local_front(settings.serve)
     import ray
@@ -177,7 +236,26 @@ def start_app(
     url = f"http://127.0.0.1:{settings.serve.port}"
     print(f"app started at {url} (HTTP front: {front.kind})", file=sys.stderr, flush=True)
     wait_for_warm_snapshots(settings)
-    return url, StartedApp(data_dir, front)
+    return url, StartedApp(data_dir, front, settings)
+
+
+def _recall_bounds(users: int, bounds: SnapshotBounds) -> dict[str, int]:
+    recall = {"snapshot_cache_users": bounds.users or max(users, 1000)}
+    if bounds.mib is not None:
+        recall["snapshot_cache_bytes"] = bounds.mib * 2**20
+    return recall
+
+
+def recall_state(settings: Settings) -> dict[str, float]:
+    """The Recall replica's ``warm_status``: snapshots held, hits and loads, resident memory."""
+    from ray import serve
+
+    from engram.serve.app import RecallDeployment, recall_app_name
+
+    name = RecallDeployment.name  # type: ignore[attr-defined]
+    handle = serve.get_deployment_handle(name, app_name=recall_app_name(settings))
+    state: dict[str, float] = handle.warm_status.remote().result()
+    return state
 
 
 def wait_for_warm_snapshots(settings: Settings, limit_s: float = 600.0) -> None:
@@ -217,7 +295,7 @@ def stop_app(started: StartedApp) -> None:
 
 
 def _locust(
-    url: str, users: int, total_rps: float, duration_s: int, mix: str, niceness: int
+    url: str, users: int, total_rps: float, duration_s: int, mix: str, niceness: int, skew: str = "uniform"
 ) -> dict[str, dict[str, float]]:
     clients = max(10, math.ceil(total_rps))
     stats_file = Path(tempfile.mkdtemp(prefix="engram-locust-")) / "stats.json"
@@ -227,6 +305,7 @@ def _locust(
         "ENGRAM_LT_PER_USER_RPS": str(total_rps / clients),
         "ENGRAM_LT_STATS_FILE": str(stats_file),
         "ENGRAM_LT_MIX": mix,
+        "ENGRAM_LT_SKEW": skew,
     }
     command = [
         "nice", "-n", str(niceness), sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
@@ -271,6 +350,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--url", help="an Engram app already running (default: start one, seeded)")
     parser.add_argument("--seed-cache", type=Path, help="keep seeded data here and reuse it")
     http_front_option(parser)
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="tracing on in the app it starts, spans to a sink here (its cost)",
+    )
+    parser.add_argument("--skew", default="uniform", help="whose memories: uniform, or zipf:<s> (a hot set)")
+    parser.add_argument("--snapshot-users", type=int, help="recall.snapshot_cache_users of the app it starts")
+    parser.add_argument(
+        "--snapshot-mib", type=int, help="recall.snapshot_cache_bytes, in MiB, of the app it starts"
+    )
     args = parser.parse_args(argv)
     figures = run(
         args.users,
@@ -281,6 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed_cache=args.seed_cache,
         mix=args.mix,
         http_front=args.http_front,
+        tracing=args.tracing,
+        skew=args.skew,
+        snapshots=SnapshotBounds(args.snapshot_users, args.snapshot_mib),
     )
     print(json.dumps(figures))
     return 0 if figures["errors"] == 0 else 1

@@ -39,7 +39,7 @@ from engram.serve.auth import Authenticator, startup_notice
 from engram.serve.backend import EngramBackend
 from engram.serve.extraction import ExtractionDeployment, extraction_options
 from engram.serve.handle_lookup import LazyDeploymentHandle
-from engram.serve.heap import freeze_long_lived
+from engram.serve.heap import freeze_long_lived, resident_bytes
 from engram.serve.http_app import RECALL_PATH, build_http_app
 from engram.serve.memory_core import build_recaller
 from engram.serve.metrics import install_ray_metrics
@@ -190,13 +190,19 @@ class RecallDeployment:
 
     async def warm_status(self) -> dict[str, float]:
         """Whether this replica's snapshot warm-up has finished, for how many users, how long it took,
-        how many objects it left to the garbage collector's permanent generation, and how many
-        snapshots (and bytes of them) the replica holds now."""
-        held = {"cached_users": 0.0, "cached_bytes": 0.0}
+        how many objects it left to the garbage collector's permanent generation; how many
+        snapshots (and bytes of them) the replica holds now, how many recalls found theirs held
+        (``hits``) or built it (``loads``), and the replica's resident memory (``rss_bytes``)."""
+        held = {"cached_users": 0.0, "cached_bytes": 0.0, "hits": 0.0, "loads": 0.0}
         if self._recaller is not None:
             cache = self._recaller.snapshots
-            held = {"cached_users": float(len(cache)), "cached_bytes": float(cache.bytes)}
-        return {**self._warm_state, **held}
+            held = {
+                "cached_users": float(len(cache)),
+                "cached_bytes": float(cache.bytes),
+                "hits": float(cache.hits),
+                "loads": float(cache.loads),
+            }
+        return {**self._warm_state, **held, "rss_bytes": float(resident_bytes())}
 
     def _get(self) -> Recaller:
         # Engines are created lazily on the replica's own event loop (DESIGN, Ray facts).

@@ -96,3 +96,44 @@ def test_the_fuzz_report_is_json_with_its_counts() -> None:
     assert data["by_operation"] == {"POST /memory/v1/add": 3}
     assert data["statuses"] == {"200": 2, "400": 1}
     assert data["linked_ok"] == {"add_to_task": 1}
+
+
+def test_users_are_drawn_uniformly_or_with_a_zipf_hot_set() -> None:
+    from collections import Counter
+
+    from engram.loadtest.user_draw import UserDraw, parse_skew
+
+    rng = random.Random(3)
+    uniform = Counter(UserDraw(100).draw(rng) for _ in range(20_000))
+    assert set(uniform) == set(range(100)) and max(uniform.values()) < 3 * min(uniform.values())
+    zipf = UserDraw(10_000, "zipf:1.1")
+    drawn = Counter(zipf.draw(rng) for _ in range(20_000))
+    assert all(0 <= user < 10_000 for user in drawn)
+    # s = 1.1 over 10,000 users: the 100 hottest take 64.8% of the requests (sum of 1/k^1.1).
+    hot = sum(count for _, count in drawn.most_common(100)) / 20_000
+    assert 0.60 < hot < 0.70
+    assert drawn.most_common(1)[0][0] != 0  # the hot order is shuffled, not the seeding order
+    assert parse_skew("uniform") is None and parse_skew("zipf:0.8") == 0.8
+    for bad in ("zipf", "zipf:0", "zipf:-1", "zipf:x", "pareto:1"):
+        with pytest.raises(ValueError, match="skew"):
+            parse_skew(bad)
+
+
+def test_the_cold_share_counts_the_snapshot_loads_among_the_runs_recalls() -> None:
+    from engram.loadtest.run import snapshot_figures
+
+    before = {"hits": 100.0, "loads": 1000.0, "cached_bytes": 0.0, "cached_users": 0.0, "rss_bytes": 0.0}
+    after = {
+        "hits": 160.0,
+        "loads": 1040.0,
+        "cached_bytes": 3 * 2**20,
+        "cached_users": 7.0,
+        "rss_bytes": 2**30,
+    }
+    assert snapshot_figures(before, after) == {
+        "cold_share": 0.4,  # 40 loads among the run's 100 recalls; the warm-up's 1,000 do not count
+        "snapshot_mib": 3.0,
+        "cached_users": 7.0,
+        "recall_rss_mib": 1024.0,
+    }
+    assert snapshot_figures({}, {})["cold_share"] is None  # an app the run did not start
