@@ -49,6 +49,11 @@ TOOLS: tuple[LoadTool, ...] = (
     ),
     LoadTool(("bench", "ingest"), "engram.loadtest.bench_ingest", "batch ingest: memories DONE per second"),
     LoadTool(
+        ("bench", "cold"),
+        "engram.loadtest.bench_cold",
+        "a user's first recall (snapshot built) beside its next, by memories per user",
+    ),
+    LoadTool(
         ("bench", "extraction"),
         "engram.loadtest.bench_extraction",
         "extraction throughput of the configured engine (the vLLM device check)",

@@ -1,0 +1,102 @@
+"""``engram bench cold``: a user's first recall (its snapshot built) beside its next (the snapshot
+held), by how many memories the user has (#30). One process over the embedded default's stores, no
+HTTP: the pipeline's own cost. The Recall replica holds one snapshot here, so every first recall
+of a user is cold; each user is recalled cold, then warm, ``--rounds`` times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engram.models.api import RecallRequest
+from engram.models.settings import Settings
+from engram.serve.memory_core import build_recaller
+from engram.storage.stores import open_stores
+
+QUERIES = ("what food do I like", "where did I travel", "which sports do I play", "what am I learning")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0-1) by nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+async def measure(data_dir: Path, users: int, rounds: int) -> dict[str, float]:
+    """Cold and warm recall times (ms) of ``users`` seeded users, ``rounds`` times each."""
+    settings = Settings(
+        storage={"data_dir": data_dir}, recall={"snapshot_cache_users": 1, "timeout_ms": 600_000}
+    )
+    stores = await open_stores(settings)
+    recaller = build_recaller(settings, stores.vectors, stores.embedder)
+    rng = random.Random(11)
+    cold: list[float] = []
+    warm: list[float] = []
+    try:
+        await stores.embedder.embed(["warm the embedder up"])
+        for _ in range(rounds):
+            for user in range(users):
+                request = RecallRequest(user_id=f"lt-{user}", query=rng.choice(QUERIES), min_relevance=0)
+                for times in (cold, warm):
+                    started = time.perf_counter()
+                    await recaller.recall(request, hits=lambda *_: None)
+                    times.append((time.perf_counter() - started) * 1000)
+    finally:
+        await stores.close()
+    return {
+        "cold_p50_ms": round(percentile(cold, 0.5), 1),
+        "cold_p99_ms": round(percentile(cold, 0.99), 1),
+        "warm_p50_ms": round(percentile(warm, 0.5), 1),
+        "warm_p99_ms": round(percentile(warm, 0.99), 1),
+        "p99_ratio": round(percentile(cold, 0.99) / percentile(warm, 0.99), 2),
+        "recalls_each": len(cold),
+    }
+
+
+def seeded(cache: Path, users: int, memories: int) -> Path:
+    """A data directory of ``users`` x ``memories`` (seeded once, in a child process: milvus-lite
+    keeps its lock for the life of the process that opened the file)."""
+    data_dir = cache / f"cold-{users}x{memories}"
+    marker = data_dir / "seeded"
+    if not marker.exists():
+        print(f"seeding {users} users x {memories} memories ...", file=sys.stderr, flush=True)
+        subprocess.run(  # noqa: S603 - our own module, fixed arguments
+            [sys.executable, "-m", "engram.loadtest.seed", str(data_dir), str(users), str(memories)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        marker.write_text("ok")
+    return data_dir
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``engram bench cold``: one JSON line of figures per size."""
+    parser = argparse.ArgumentParser(prog="engram bench cold", description=__doc__)
+    parser.add_argument("--sizes", default="100,500,2000", help="memories per user, comma-separated")
+    parser.add_argument("--users", type=int, default=40, help="users seeded per size")
+    parser.add_argument("--rounds", type=int, default=3, help="cold + warm recalls of each user")
+    parser.add_argument(
+        "--seed-cache", type=Path, required=True, help="seeded data directories, kept and reused"
+    )
+    args = parser.parse_args(argv)
+    for size in (int(s) for s in args.sizes.split(",")):
+        data_dir = seeded(args.seed_cache, args.users, size)
+        figures: dict[str, Any] = {
+            "memories": size,
+            **asyncio.run(measure(data_dir, args.users, args.rounds)),
+        }
+        print(json.dumps(figures), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""``engram bench cold`` runs end to end on a tiny store: figures for each size, every recall counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engram.loadtest.bench_cold import main, percentile
+
+pytestmark = pytest.mark.integration
+
+
+def test_cold_and_warm_recalls_are_reported_for_each_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--sizes", "3,6", "--users", "2", "--rounds", "2", "--seed-cache", str(tmp_path)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["memories"] for line in lines] == [3, 6]
+    for figures in lines:
+        assert figures["recalls_each"] == 4  # 2 users x 2 rounds, each recalled cold then warm
+        assert 0 < figures["cold_p50_ms"] <= figures["cold_p99_ms"]
+        assert 0 < figures["warm_p50_ms"] <= figures["warm_p99_ms"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cold-2x3", "cold-2x6"]  # seeded once, kept
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert (percentile(values, 0.5), percentile(values, 0.99), percentile([7.0], 0.99)) == (50.0, 99.0, 7.0)
