@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from engram.models.api import RecallRequest
 from engram.models.domain import GLOBAL_APP, Memory
-from engram.models.enums import Level, Status
+from engram.models.enums import Level, MemType, Ownership, Status
 from engram.models.errors import EngramError, ErrorCode
 from engram.storage.vector_filters import VectorScope
 
@@ -26,6 +27,32 @@ class RecallFilter:
     entities: frozenset[str]
     include_archived: bool
     as_of: datetime | None
+
+
+class Placed(Protocol):
+    """What places a memory for the scope and validity gates: a whole ``Memory``, or the columns a
+    cold recall reads before it opens any content (``vector_copies.PlacedCopy``)."""
+
+    @property
+    def user_id(self) -> str: ...
+    @property
+    def app_id(self) -> str: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def level(self) -> Level: ...
+    @property
+    def ownership(self) -> Ownership: ...
+    @property
+    def mem_type(self) -> MemType: ...
+    @property
+    def status(self) -> Status: ...
+    @property
+    def valid_at(self) -> datetime: ...
+    @property
+    def invalid_at(self) -> datetime | None: ...
+    @property
+    def expire_at(self) -> datetime | None: ...
 
 
 def resolve(request: RecallRequest) -> RecallFilter:
@@ -49,7 +76,7 @@ def resolve(request: RecallRequest) -> RecallFilter:
     )
 
 
-def in_scope(scope: VectorScope, memory: Memory) -> bool:
+def in_scope(scope: VectorScope, memory: Placed) -> bool:
     """True when the memory belongs to the scope's user and its level is visible from the scope."""
     if memory.user_id != scope.user_id:
         return False
@@ -69,7 +96,7 @@ def in_scope(scope: VectorScope, memory: Memory) -> bool:
     return memory.app_id == scope.app_id
 
 
-def is_current(memory: Memory, now: datetime, *, include_archived: bool) -> bool:
+def is_current(memory: Placed, now: datetime, *, include_archived: bool) -> bool:
     """True when the memory is a currently valid, unexpired fact (R6 default)."""
     allowed = (Status.ACTIVE, Status.ARCHIVED) if include_archived else (Status.ACTIVE,)
     if memory.status not in allowed:
@@ -79,7 +106,7 @@ def is_current(memory: Memory, now: datetime, *, include_archived: bool) -> bool
     return memory.expire_at is None or memory.expire_at > now
 
 
-def was_valid_at(memory: Memory, as_of: datetime, *, include_archived: bool) -> bool:
+def was_valid_at(memory: Placed, as_of: datetime, *, include_archived: bool) -> bool:
     """True when the fact was valid at ``as_of``: valid_at <= as_of < invalid_at (R6)."""
     allowed = {Status.ACTIVE, Status.SUPERSEDED}
     if include_archived:
@@ -93,11 +120,17 @@ def was_valid_at(memory: Memory, as_of: datetime, *, include_archived: bool) -> 
 
 def visible(flt: RecallFilter, memory: Memory, now: datetime) -> bool:
     """The final gate: scope, tags and temporal validity of one memory for one recall."""
-    if not in_scope(flt.scope, memory):
-        return False
     if flt.tags and flt.tags.isdisjoint(memory.custom_tags):
         return False
     if flt.entities and flt.entities.isdisjoint(e.casefold() for e in memory.entities):
+        return False
+    return placed_visible(flt, memory, now)
+
+
+def placed_visible(flt: RecallFilter, memory: Placed, now: datetime) -> bool:
+    """Scope and temporal validity of one memory for one recall: ``visible`` without the tag and
+    entity filters (which need the sealed labels)."""
+    if not in_scope(flt.scope, memory):
         return False
     if flt.as_of is not None:
         return was_valid_at(memory, flt.as_of, include_archived=flt.include_archived)

@@ -16,6 +16,7 @@ from datetime import datetime
 import numpy as np
 
 from engram.actors import isolation, recall_explain
+from engram.actors.cold_recall import ColdRead, ColdRecall, answers_cold
 from engram.actors.lexical import Bm25Index, fuse, language, tokenize
 from engram.actors.profile import Profiles
 from engram.actors.recall_explain import Scored
@@ -68,15 +69,18 @@ class Recaller:
         self._metadata = metadata
         self._embedder = embedder
         self._clock = clock
+        quick = open_quick_reader(settings.storage.resolved_database_url())
         self.snapshots = SnapshotCache(
             metadata,
             vectors,
             embedder,
             max_users=settings.recall.snapshot_cache_users,
             max_bytes=settings.recall.snapshot_cache_bytes,
+            admit_after=settings.recall.snapshot_admit_after,
             ttl_s=settings.recall.snapshot_ttl_s,
-            quick=open_quick_reader(settings.storage.resolved_database_url()),
+            quick=quick,
         )
+        self.cold = ColdRecall(metadata, embedder.model_name, embedder.dim, settings.recall, quick)
         self.profiles = Profiles(settings, metadata, clock)
 
     async def recall(self, request: RecallRequest, hits: HitSink) -> RecallResponse:
@@ -110,19 +114,39 @@ class Recaller:
 
     async def _recall(self, request: RecallRequest) -> RecallOutcome:
         flt = isolation.resolve(request)
-        vectors, snapshot = await asyncio.gather(
-            self._embed_query(request.query), self._snapshot(request.user_id)
+        cold = answers_cold(request, flt, self.settings.recall)
+        vectors, source = await asyncio.gather(
+            self._embed_query(request.query), self._snapshot(request.user_id, cold=cold)
         )
+        if isinstance(source, ColdRead):
+            top_k = request.top_k or self.settings.recall.default_top_k
+            snapshot = await self.cold.snapshot(source, flt, vectors[0], top_k, self._clock())
+        else:
+            snapshot = source
         with TRACING.span("engram.recall.rank"):
-            return await self._ranked(request, flt, vectors, snapshot)
+            outcome = await self._ranked(request, flt, vectors, snapshot)
+        if isinstance(source, ColdRead):
+            self.snapshots.missed(request.user_id)
+        return outcome
 
     async def _embed_query(self, query: str) -> np.ndarray:
         with TRACING.span("engram.recall.embed"):
             return await self._embedder.embed([query])
 
-    async def _snapshot(self, user_id: str) -> UserSnapshot:
+    async def _snapshot(self, user_id: str, *, cold: bool) -> UserSnapshot | ColdRead:
+        """The user's held snapshot; else, when the recall may be answered cold, the user's placed
+        copies (``actors.cold_recall``); else the snapshot, loaded."""
         with TRACING.span("engram.recall.snapshot"):
-            return await self.snapshots.get(user_id)
+            if not cold:
+                return await self.snapshots.get(user_id)
+            held = await self.snapshots.held(user_id)
+            if held is not None:
+                return held
+            read = await self.cold.read(user_id)
+            if read is None:
+                return await self.snapshots.load(user_id)
+            TRACING.annotate("engram.snapshot", "cold")
+            return read
 
     async def _ranked(
         self, request: RecallRequest, flt: isolation.RecallFilter, vectors: np.ndarray, snapshot: UserSnapshot

@@ -9,6 +9,8 @@ bumped by every committed change of content or status; weights moved by recall h
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sys
 import time
 from collections import OrderedDict
@@ -40,6 +42,10 @@ class VectorSource(Protocol):
 
 
 RECALLABLE = (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)
+# Snapshots loaded in the background at once, per cache: each is CPU on the replica's event loop.
+MAX_BACKGROUND_LOADS = 2
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -84,10 +90,12 @@ class SnapshotCache:
         max_users: int,
         ttl_s: float,
         max_bytes: int | None = None,
+        admit_after: int = 1,
         monotonic: Callable[[], float] = time.monotonic,
         quick: QuickReader | None = None,
     ) -> None:
-        """``quick``: synchronous version reads (SQLite) that spare a fresh snapshot a transaction."""
+        """``quick``: synchronous version reads (SQLite) that spare a fresh snapshot a transaction;
+        ``admit_after``: cold recalls of a user before its snapshot is loaded for it (``missed``)."""
         self._quick = quick
         self._metadata = metadata
         self._vectors = vectors
@@ -98,36 +106,53 @@ class SnapshotCache:
         self._ttl_s = ttl_s
         self._monotonic = monotonic
         self._cache: OrderedDict[str, UserSnapshot] = OrderedDict()
-        # Recalls answered from a held snapshot, and snapshots built (a cold user, or a stale one).
+        # Recalls answered from a held snapshot, snapshots built (a cold user, or a stale one), and
+        # recalls answered without one (``missed``).
         self.hits = 0
         self.loads = 0
+        self.colds = 0
+        self.background_loads = 0  # of ``loads``: those ``missed`` started
+        self._admit_after = admit_after
+        # Users recalled cold lately, with how many times: the doorkeeper of background loads.
+        self._cold: OrderedDict[str, int] = OrderedDict()
+        self._loading: dict[str, asyncio.Task[None]] = {}
 
     async def get(self, user_id: str) -> UserSnapshot:
         """The user's current snapshot, loading it when missing or stale."""
+        held = await self.held(user_id)
+        return held if held is not None else await self.load(user_id)
+
+    async def held(self, user_id: str) -> UserSnapshot | None:
+        """The user's snapshot if one is held and current (its weights refreshed past the TTL);
+        None when the user is cold or changed since."""
         cached = self._cache.get(user_id)
-        if self._quick is not None and cached is not None and self._quick.version(user_id) == cached.version:
+        if cached is None:
+            return None
+        if self._quick is not None:
+            if self._quick.version(user_id) != cached.version:
+                return None
             if self._expired(cached):
                 # A version read and the weight read are two statements: a change committed
                 # between them moves the version, and the next recall reloads the user anyway.
                 self._refresh(cached, self._quick.recall_bookkeeping(user_id))
-            self._cache.move_to_end(user_id)
-            METRICS.snapshot_cache.inc(1, {"event": "hit"})
-            TRACING.annotate("engram.snapshot", "hit")
-            self.hits += 1
-            return cached
-        started = time.perf_counter()
-        async with self._metadata.transaction(readonly=True) as tx:
-            version = await tx.versions.read(user_id)
-            cached = self._cache.get(user_id)
-            if cached is not None and cached.version == version:
+        else:
+            async with self._metadata.transaction(readonly=True) as tx:
+                if await tx.versions.read(user_id) != cached.version:
+                    return None
                 if self._expired(cached):
                     self._refresh(cached, await tx.memories.recall_bookkeeping(user_id))
-                self._cache.move_to_end(user_id)
-                METRICS.snapshot_cache.inc(1, {"event": "hit"})
-                TRACING.annotate("engram.snapshot", "hit")
-                self.hits += 1
-                return cached
-            METRICS.snapshot_cache.inc(1, {"event": "miss"})
+        self._cache.move_to_end(user_id)
+        METRICS.snapshot_cache.inc(1, {"event": "hit"})
+        TRACING.annotate("engram.snapshot", "hit")
+        self.hits += 1
+        return cached
+
+    async def load(self, user_id: str) -> UserSnapshot:
+        """Build the user's snapshot from the stores and hold it."""
+        started = time.perf_counter()
+        METRICS.snapshot_cache.inc(1, {"event": "miss"})
+        async with self._metadata.transaction(readonly=True) as tx:
+            version = await tx.versions.read(user_id)
             rows = await tx.memories.with_status(user_id, RECALLABLE)
             copies = await vector_copies.for_user(tx, user_id)
         snapshot = await self._build(version, [m for m in rows if m.content is not None], copies)
@@ -138,6 +163,39 @@ class SnapshotCache:
         self._admit(user_id, snapshot)
         return snapshot
 
+    def missed(self, user_id: str) -> None:
+        """A recall of this user was answered without its snapshot (``actors.cold_recall``): on the
+        user's ``admit_after``-th such recall, load the snapshot in the background.
+
+        Loading every cold user's snapshot would spend the replica on users who never come back
+        (with thousands of users drawn evenly, most are recalled once): a user earns a snapshot by
+        returning while it is still remembered here (the last ``max_users`` cold users)."""
+        METRICS.snapshot_cache.inc(1, {"event": "cold"})
+        self.colds += 1
+        seen = self._cold.pop(user_id, 0) + 1
+        if seen >= self._admit_after and user_id not in self._loading:
+            if len(self._loading) < MAX_BACKGROUND_LOADS:
+                task = asyncio.get_running_loop().create_task(self._load_quietly(user_id))
+                self._loading[user_id] = task
+                task.add_done_callback(lambda _: self._loading.pop(user_id, None))
+                return
+            seen = self._admit_after - 1  # busy loading others: the user's next cold recall tries again
+        self._cold[user_id] = seen
+        while len(self._cold) > self._max_users:
+            self._cold.popitem(last=False)
+
+    async def settled(self) -> None:
+        """Wait for the background loads under way (tests and benchmarks)."""
+        while self._loading:
+            await asyncio.gather(*self._loading.values(), return_exceptions=True)
+
+    async def _load_quietly(self, user_id: str) -> None:
+        self.background_loads += 1
+        try:
+            await self.load(user_id)
+        except Exception as exc:  # a failed background load only means another cold recall
+            log.warning("background snapshot load failed: %s", type(exc).__name__)
+
     @property
     def bytes(self) -> int:
         """What the cached snapshots hold, by ``snapshot_bytes``."""
@@ -145,6 +203,23 @@ class SnapshotCache:
 
     def __len__(self) -> int:
         return len(self._cache)
+
+    def counts(self) -> dict[str, float]:
+        """Snapshots held (users, bytes) and recalls answered by kind, for ``warm_status``."""
+        return {
+            "cached_users": float(len(self._cache)),
+            "cached_bytes": float(self._bytes),
+            "hits": float(self.hits),
+            "loads": float(self.loads),
+            "colds": float(self.colds),
+            "background_loads": float(self.background_loads),
+        }
+
+    @staticmethod
+    def nothing() -> dict[str, float]:
+        """``counts`` of a cache not made yet."""
+        keys = ("cached_users", "cached_bytes", "hits", "loads", "colds", "background_loads")
+        return dict.fromkeys(keys, 0.0)
 
     async def warm(self, limit: int) -> int:
         """Load the snapshots of up to ``limit`` most recently active users, while they fit the
@@ -210,22 +285,30 @@ class SnapshotCache:
             # embed what the vector store lacks so every recallable memory can be scored.
             fresh = await self._embedder.embed([m.content or "" for m in missing])
             stored.update({m.memory_id: fresh[i] for i, m in enumerate(missing)})
-        matrix = (
-            np.vstack([np.asarray(stored[m.memory_id], dtype=np.float32) for m in memories])
-            if memories
-            else np.zeros((0, self._embedder.dim), dtype=np.float32)
-        )
-        snapshot = UserSnapshot(
-            version=version,
-            loaded_at=self._monotonic(),
-            memories=memories,
-            vectors=matrix,
-            lexicon=Bm25Index([tokenize(m.content or "") for m in memories]),
-            entity_tokens=[frozenset(t for e in m.entities for t in tokenize(e)) for m in memories],
-            languages=[language(m.content or "") for m in memories],
-        )
-        snapshot.nbytes = snapshot_bytes(snapshot)
-        return snapshot
+        return assemble(version, self._monotonic(), memories, [stored[m.memory_id] for m in memories], dim)
+
+
+def assemble(
+    version: int, loaded_at: float, memories: list[Memory], vectors: Sequence[np.ndarray], dim: int
+) -> UserSnapshot:
+    """A snapshot of ``memories`` (with content) and their vectors, aligned by position: the lexical
+    index, entity tokens and scripts built over exactly these memories."""
+    matrix = (
+        np.vstack([np.asarray(v, dtype=np.float32) for v in vectors])
+        if memories
+        else np.zeros((0, dim), dtype=np.float32)
+    )
+    snapshot = UserSnapshot(
+        version=version,
+        loaded_at=loaded_at,
+        memories=memories,
+        vectors=matrix,
+        lexicon=Bm25Index([tokenize(m.content or "") for m in memories]),
+        entity_tokens=[frozenset(t for e in m.entities for t in tokenize(e)) for m in memories],
+        languages=[language(m.content or "") for m in memories],
+    )
+    snapshot.nbytes = snapshot_bytes(snapshot)
+    return snapshot
 
 
 def _apply_bookkeeping(snapshot: UserSnapshot, rows: Mapping[str, RecallBookkeeping]) -> None:

@@ -1,7 +1,8 @@
-"""``engram bench cold``: a user's first recall (its snapshot built) beside its next (the snapshot
-held), by how many memories the user has (#30). One process over the embedded default's stores, no
-HTTP: the pipeline's own cost. The Recall replica holds one snapshot here, so every first recall
-of a user is cold; each user is recalled cold, then warm, ``--rounds`` times.
+"""``engram bench cold``: a user's first recall (answered cold, from its nearest memories) beside
+its next (its snapshot held) and beside a recall that loads the whole snapshot first (the path
+before #30), by how many memories the user has. One process over the embedded default's stores, no
+HTTP: the pipeline's own cost. The recaller holds one snapshot here, so every first recall of a user
+is cold; each user is recalled cold, warm and loading, ``--rounds`` times.
 """
 
 from __future__ import annotations
@@ -32,34 +33,43 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 async def measure(data_dir: Path, users: int, rounds: int) -> dict[str, float]:
-    """Cold and warm recall times (ms) of ``users`` seeded users, ``rounds`` times each."""
+    """Cold, warm and loading recall times (ms) of ``users`` seeded users, ``rounds`` times each."""
     settings = Settings(
-        storage={"data_dir": data_dir}, recall={"snapshot_cache_users": 1, "timeout_ms": 600_000}
+        storage={"data_dir": data_dir},
+        recall={"snapshot_cache_users": 1, "snapshot_admit_after": 1, "timeout_ms": 600_000},
     )
     stores = await open_stores(settings)
     recaller = build_recaller(settings, stores.vectors, stores.embedder)
+    # The path before #30, beside it: a recall that loads the user's whole snapshot first.
+    loading = settings.model_copy(deep=True)
+    loading.recall.cold_candidates = 0
+    loader = build_recaller(loading, stores.vectors, stores.embedder)
     rng = random.Random(11)
-    cold: list[float] = []
-    warm: list[float] = []
+    times: dict[str, list[float]] = {"cold": [], "warm": [], "load": []}
     try:
         await stores.embedder.embed(["warm the embedder up"])
         for _ in range(rounds):
             for user in range(users):
                 request = RecallRequest(user_id=f"lt-{user}", query=rng.choice(QUERIES), min_relevance=0)
-                for times in (cold, warm):
+                for kind, where in (("cold", recaller), ("warm", recaller), ("load", loader)):
                     started = time.perf_counter()
-                    await recaller.recall(request, hits=lambda *_: None)
-                    times.append((time.perf_counter() - started) * 1000)
+                    await where.recall(request, hits=lambda *_: None)
+                    times[kind].append((time.perf_counter() - started) * 1000)
+                    # The cold recall started the user's snapshot loading: the next one finds it.
+                    await where.snapshots.settled()
     finally:
         await stores.close()
-    return {
-        "cold_p50_ms": round(percentile(cold, 0.5), 1),
-        "cold_p99_ms": round(percentile(cold, 0.99), 1),
-        "warm_p50_ms": round(percentile(warm, 0.5), 1),
-        "warm_p99_ms": round(percentile(warm, 0.99), 1),
-        "p99_ratio": round(percentile(cold, 0.99) / percentile(warm, 0.99), 2),
-        "recalls_each": len(cold),
-    }
+    figures: dict[str, float] = {}
+    for kind, values in times.items():
+        figures[f"{kind}_p50_ms"] = round(percentile(values, 0.5), 1)
+        figures[f"{kind}_p99_ms"] = round(percentile(values, 0.99), 1)
+    figures["p99_ratio"] = round(percentile(times["cold"], 0.99) / percentile(times["warm"], 0.99), 2)
+    figures["recalls_each"] = len(times["cold"])
+    # How each was answered: cold (no snapshot), from a held snapshot, or by loading one.
+    figures["answered_cold"] = recaller.snapshots.colds
+    figures["answered_warm"] = recaller.snapshots.hits
+    figures["loaded_first"] = loader.snapshots.loads
+    return figures
 
 
 def seeded(cache: Path, users: int, memories: int) -> Path:

@@ -114,14 +114,19 @@ def run(
 
 
 def snapshot_figures(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
-    """The run's cold share (recalls that built their user's snapshot), what the Recall replica
-    held at the end, and its resident memory; None for an app this run did not start."""
+    """The run's cold share (recalls without their user's snapshot held: answered cold, or after
+    loading it), what the Recall replica held at the end, and its resident memory; None for an app
+    this run did not start."""
     if not after:
         return {"cold_share": None, "snapshot_mib": None, "cached_users": None, "recall_rss_mib": None}
-    loads = after["loads"] - before["loads"]
-    answered = loads + after["hits"] - before["hits"]
+
+    def moved(key: str) -> float:
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    cold = moved("colds") + moved("loads") - moved("background_loads")
+    answered = cold + moved("hits")
     return {
-        "cold_share": round(loads / answered, 3) if answered else 0.0,
+        "cold_share": round(cold / answered, 3) if answered else 0.0,
         "snapshot_mib": round(after["cached_bytes"] / 2**20, 1),
         "cached_users": after["cached_users"],
         "recall_rss_mib": round(after["rss_bytes"] / 2**20, 1),

@@ -60,7 +60,8 @@ RECALL_CANDIDATES = _spec(
 SNAPSHOT_CACHE = _spec(
     "engram_snapshot_cache_total",
     "counter",
-    "Per-user snapshot cache events: hit, miss (absent or stale), load (built), eviction (LRU).",
+    "Per-user snapshot cache events: hit, miss (absent or stale), load (built), eviction (LRU), "
+    "cold (a recall answered from candidates, without the snapshot).",
     "event",
 )
 SNAPSHOT_LOAD = _spec(

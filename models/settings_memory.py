@@ -73,6 +73,12 @@ class RecallSettings(BaseModel):
     # differ by orders of magnitude in size, so a count alone does not bound a replica's memory.
     snapshot_cache_bytes: int = Field(512 * 1024 * 1024, ge=1)
     snapshot_ttl_s: float = Field(60.0, gt=0)
+    # A recall for a user whose snapshot is not held reads only the user's vector copies and scope
+    # columns, opens this many nearest visible memories (at least the over-fetch pool) and ranks
+    # them (actors.cold_recall); 0 loads the whole snapshot first instead, as before.
+    cold_candidates: int = Field(100, ge=0)
+    # A cold user's snapshot is loaded in the background on this many-th cold recall (1: the first).
+    snapshot_admit_after: int = Field(2, ge=1)
     # A starting recall replica loads the snapshots of this many most recently active users in the
     # background, so that a restart or a scale-out does not send every first recall to the stores.
     warm_users: int = Field(1000, ge=0)

@@ -29,6 +29,7 @@ from ray.serve.handle import DeploymentHandle
 
 from engram.actors.hit_buffer import HitBuffer, RecallHits
 from engram.actors.recall import Recaller
+from engram.actors.snapshot import SnapshotCache
 from engram.models.api import RecallRequest, RecallResponse
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.privacy import ExportDownloadRequest, MemoryAppsRequest
@@ -192,16 +193,9 @@ class RecallDeployment:
         """Whether this replica's snapshot warm-up has finished, for how many users, how long it took,
         how many objects it left to the garbage collector's permanent generation; how many
         snapshots (and bytes of them) the replica holds now, how many recalls found theirs held
-        (``hits``) or built it (``loads``), and the replica's resident memory (``rss_bytes``)."""
-        held = {"cached_users": 0.0, "cached_bytes": 0.0, "hits": 0.0, "loads": 0.0}
-        if self._recaller is not None:
-            cache = self._recaller.snapshots
-            held = {
-                "cached_users": float(len(cache)),
-                "cached_bytes": float(cache.bytes),
-                "hits": float(cache.hits),
-                "loads": float(cache.loads),
-            }
+        (``hits``), were answered cold (``colds``) or built it (``loads``, of which
+        ``background_loads`` after cold recalls), and the replica's resident memory (``rss_bytes``)."""
+        held = self._recaller.snapshots.counts() if self._recaller is not None else SnapshotCache.nothing()
         return {**self._warm_state, **held, "rss_bytes": float(resident_bytes())}
 
     def _get(self) -> Recaller:

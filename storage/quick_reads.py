@@ -23,6 +23,7 @@ from sqlalchemy.sql import Select
 from engram.models.enums import Status
 from engram.storage.repositories.memories import RecallBookkeeping
 from engram.storage.schema import memories, switches, user_versions
+from engram.storage.vector_copies import placed_statement
 
 
 def _sqlite_text(statement: Select[Any]) -> str:
@@ -46,6 +47,8 @@ BOOKKEEPING_SQL = _sqlite_text(
         memories.c.last_recalled_at,
     ).where(and_(memories.c.user_id == bindparam("user_id"), memories.c.status == bindparam("status")))
 )
+
+PLACED_SQL = _sqlite_text(placed_statement())
 
 
 class QuickReader:
@@ -82,6 +85,11 @@ class QuickReader:
             )
             for memory_id, weight, weight_at, recall_count, last in rows
         }
+
+    def placed_rows(self, user_id: str) -> list[tuple[Any, ...]]:
+        """The rows of ``vector_copies.placed_statement`` for one user, sealed (``opened_placed``
+        opens them): a cold recall's first read without SQLAlchemy's per-row work."""
+        return self._connection().execute(PLACED_SQL, (user_id,)).fetchall()
 
     def close(self) -> None:
         """Close the connection; safe to call twice."""

@@ -19,9 +19,10 @@ def test_cold_and_warm_recalls_are_reported_for_each_size(
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["memories"] for line in lines] == [3, 6]
     for figures in lines:
-        assert figures["recalls_each"] == 4  # 2 users x 2 rounds, each recalled cold then warm
-        assert 0 < figures["cold_p50_ms"] <= figures["cold_p99_ms"]
-        assert 0 < figures["warm_p50_ms"] <= figures["warm_p99_ms"]
+        assert figures["recalls_each"] == 4  # 2 users x 2 rounds, each recalled cold, warm, loading
+        assert figures["answered_cold"] == figures["answered_warm"] == figures["loaded_first"] == 4
+        for kind in ("cold", "warm", "load"):
+            assert 0 < figures[f"{kind}_p50_ms"] <= figures[f"{kind}_p99_ms"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cold-2x3", "cold-2x6"]  # seeded once, kept
 
 

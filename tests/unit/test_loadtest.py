@@ -137,3 +137,6 @@ def test_the_cold_share_counts_the_snapshot_loads_among_the_runs_recalls() -> No
         "recall_rss_mib": 1024.0,
     }
     assert snapshot_figures({}, {})["cold_share"] is None  # an app the run did not start
+    # Cold recalls count; the loads they started in the background answered no recall.
+    after |= {"colds": 50.0, "loads": 1060.0, "background_loads": 20.0}
+    assert snapshot_figures(before, after)["cold_share"] == 0.6  # (50 + 40) of 150

@@ -1,0 +1,133 @@
+"""Cold recall's pure parts (#30): which recalls may be answered cold, the nearest visible copies,
+and the doorkeeper that decides which cold users earn a snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+import numpy as np
+import pytest
+
+from engram.actors import isolation
+from engram.actors.cold_recall import answers_cold, nearest_visible
+from engram.actors.snapshot import SnapshotCache, UserSnapshot
+from engram.models.api import RecallRequest
+from engram.models.enums import Level, MemType, Ownership, Status
+from engram.models.settings import RecallSettings
+from engram.storage.vector_copies import PlacedCopy
+
+pytestmark = pytest.mark.unit
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def _copy(memory_id: str, direction: list[float], **fields: Any) -> PlacedCopy:
+    values: dict[str, Any] = {
+        "memory_id": memory_id,
+        "user_id": "u1",
+        "app_id": "",
+        "session_id": None,
+        "level": Level.GLOBAL,
+        "ownership": Ownership.USER,
+        "mem_type": MemType.SEMANTIC,
+        "status": Status.ACTIVE,
+        "valid_at": NOW - timedelta(days=1),
+        "invalid_at": None,
+        "expire_at": None,
+        "embedding_model": "m",
+        "vector": np.asarray(direction, dtype=np.float32),
+    }
+    values.update(fields)
+    return PlacedCopy(**values)
+
+
+def _filter(**request: Any) -> isolation.RecallFilter:
+    return isolation.resolve(RecallRequest.model_validate({"user_id": "u1", "query": "q", **request}))
+
+
+def test_tag_and_entity_filters_and_explanations_load_the_snapshot() -> None:
+    settings = RecallSettings()
+    plain = RecallRequest(user_id="u1", query="q")
+    assert answers_cold(plain, isolation.resolve(plain), settings)
+    for extra in ({"explain": True}, {"filter": {"custom_tags": ["a"]}}, {"filter": {"entities": ["Kyoto"]}}):
+        request = RecallRequest.model_validate({"user_id": "u1", "query": "q", **extra})
+        assert not answers_cold(request, isolation.resolve(request), settings)
+    assert not answers_cold(plain, isolation.resolve(plain), RecallSettings(cold_candidates=0))
+
+
+def test_the_nearest_visible_copies_come_nearest_first_and_never_an_invisible_one() -> None:
+    placed = [
+        _copy("far", [0.0, 1.0]),
+        _copy("near", [1.0, 0.0]),
+        _copy("middle", [0.7, 0.7]),
+        _copy("other-app", [1.0, 0.0], level=Level.APP, app_id="shop"),
+        _copy("superseded", [1.0, 0.0], status=Status.SUPERSEDED, invalid_at=NOW - timedelta(hours=1)),
+        _copy("expired", [1.0, 0.0], expire_at=NOW - timedelta(minutes=1)),
+        _copy("agent", [1.0, 0.0], ownership=Ownership.AGENT),
+        _copy("no-copy", [1.0, 0.0], vector=None),
+    ]
+    query = np.asarray([1.0, 0.0], dtype=np.float32)
+    nearest = nearest_visible(placed, _filter(filter={"ownership": ["USER"]}), query, NOW, limit=10)
+    assert [p.memory_id for p in nearest] == ["near", "middle", "far"]
+    assert [p.memory_id for p in nearest_visible(placed, _filter(), query, NOW, limit=2)] == ["near", "agent"]
+    in_app = nearest_visible(placed, _filter(scope={"app_id": "shop"}), query, NOW, limit=2)
+    assert {p.memory_id for p in in_app} == {"near", "other-app"}
+    # As of before the supersession, the superseded fact was the current one.
+    then = nearest_visible(placed, _filter(as_of=NOW - timedelta(hours=2)), query, NOW, limit=10)
+    assert "superseded" in {p.memory_id for p in then}
+    assert nearest_visible(placed, _filter(), query, NOW, limit=0) == []
+
+
+class _CountingCache(SnapshotCache):
+    """The cache's doorkeeper with loads that only count (and wait while ``gate`` is closed)."""
+
+    def __init__(self, admit_after: int, max_users: int = 3) -> None:
+        super().__init__(
+            cast(Any, None),
+            cast(Any, None),
+            cast(Any, None),
+            max_users=max_users,
+            ttl_s=60,
+            admit_after=admit_after,
+        )
+        self.loaded: list[str] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def load(self, user_id: str) -> UserSnapshot:
+        await self.gate.wait()
+        self.loaded.append(user_id)
+        return cast(UserSnapshot, None)
+
+
+async def test_a_cold_user_earns_a_snapshot_by_coming_back_while_remembered() -> None:
+    cache = _CountingCache(admit_after=2, max_users=3)
+    cache.missed("a")
+    await cache.settled()
+    assert cache.loaded == []
+    cache.missed("a")
+    await cache.settled()
+    assert cache.loaded == ["a"] and cache.background_loads == 1
+    # Four others pass: "b" is forgotten (the doorkeeper holds max_users), so its return counts 1.
+    cache.missed("b")
+    for other in ("c", "d", "e"):
+        cache.missed(other)
+    cache.missed("b")
+    await cache.settled()
+    assert cache.loaded == ["a"] and cache.colds == 7
+
+
+async def test_background_loads_are_bounded_and_a_busy_cache_tries_again_next_time() -> None:
+    cache = _CountingCache(admit_after=1, max_users=10)
+    cache.gate.clear()
+    for user in ("a", "b", "c"):
+        cache.missed(user)
+    assert sorted(cache._loading) == ["a", "b"]  # MAX_BACKGROUND_LOADS
+    cache.missed("a")  # already loading: not started twice
+    cache.gate.set()
+    await cache.settled()
+    assert sorted(cache.loaded) == ["a", "b"]
+    cache.missed("c")  # turned away while busy: its next cold recall starts its load
+    await cache.settled()
+    assert sorted(cache.loaded) == ["a", "b", "c"]
