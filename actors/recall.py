@@ -120,7 +120,7 @@ class Recaller:
         )
         if isinstance(source, ColdRead):
             top_k = request.top_k or self.settings.recall.default_top_k
-            snapshot = await self.cold.snapshot(source, flt, vectors[0], top_k, self._clock())
+            snapshot = await self.cold.snapshot(source, flt, vectors[0], request.query, top_k, self._clock())
         else:
             snapshot = source
         with TRACING.span("engram.recall.rank"):

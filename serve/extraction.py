@@ -9,7 +9,6 @@ dying replica is retried by the shard (``RemoteEngine``), so an accepted write s
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -105,7 +104,10 @@ class ExtractionDeployment:
         """``generate`` for one request under the caller's trace: its span holds the wait for a
         batch and the batch's engine call (``extraction_engine`` sends this when tracing is on)."""
         engine = {"engram.engine": self.settings.engine.name}
-        generate: Callable[[], Awaitable[BaseModel | EngineError]] = lambda: self.generate(request)  # noqa: E731
+
+        async def generate() -> BaseModel | EngineError:
+            return await self.generate(request)
+
         return await continue_trace(carrier, "engram.extraction.generate", engine, generate)
 
     def batch_sizes(self) -> dict[int, int]:

@@ -87,12 +87,20 @@ class PlacedCopy:
     ownership: Ownership
     mem_type: MemType
     status: Status
-    valid_at: datetime
+    # As the driver gave it: read (``valid_at``) only by a recall ``as_of`` an instant.
+    valid_stored: object
     invalid_at: datetime | None
     expire_at: datetime | None
     embedding_model: str
+    # The memory's text (None when it does not open), for a cold recall's lexical candidates.
+    content: str | None
     # None: the memory has no readable copy (written before copies existed, or its copy was lost).
     vector: np.ndarray | None
+
+    @property
+    def valid_at(self) -> datetime:
+        """When the fact became valid."""
+        return _instant(self.valid_stored) or datetime.min.replace(tzinfo=UTC)
 
 
 # The instants come back as the driver gives them (text on SQLite, datetimes on PostgreSQL) and
@@ -110,6 +118,7 @@ _PLACED = (
     type_coerce(memories.c.invalid_at, String),
     type_coerce(memories.c.expire_at, String),
     memories.c.embedding_model,
+    memories.c.content,
     memory_vectors.c.vector,
 )
 _LEVELS = {e.value: e for e in Level}
@@ -154,7 +163,7 @@ def opened_placed(
         return []
     wanted = {s.value for s in statuses}
     placed: list[PlacedCopy] = []
-    for mid, app, session, level, owner, mem_type, status, valid, invalid, expire, model, blob in rows:
+    for mid, app, session, level, owner, mem_type, status, valid, invalid, expire, model, text, blob in rows:
         if status not in wanted:
             continue
         data = None if blob is None else cipher.open_bytes(bytes(blob), mid)
@@ -168,10 +177,11 @@ def opened_placed(
                 _OWNERSHIPS[owner],
                 _MEM_TYPES[mem_type],
                 _STATUSES[status],
-                _instant(valid) or datetime.min.replace(tzinfo=UTC),
+                valid,
                 _instant(invalid),
                 _instant(expire),
                 model,
+                cipher.decrypt(bytes(text)) if text else None,
                 None if data is None else _decode(data),
             )
         )

@@ -8,7 +8,7 @@ replica. No span names the user or quotes what was said.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -72,8 +72,11 @@ def _stages(spans: list[ReceivedSpan], trace_id: str) -> dict[str, str]:
     return {s.name: str(s.resource.get("engram.process")) for s in spans if s.trace_id == trace_id}
 
 
-def _has(trace_id: str, expected: dict[str, str]) -> object:
-    return lambda spans: set(expected) <= set(_stages(spans, trace_id))
+def _has(trace_id: str, expected: dict[str, str]) -> Callable[[list[ReceivedSpan]], bool]:
+    def holds(spans: list[ReceivedSpan]) -> bool:
+        return set(expected) <= set(_stages(spans, trace_id))
+
+    return holds
 
 
 def test_one_adds_spans_form_a_single_trace_across_the_processes(
@@ -86,7 +89,7 @@ def test_one_adds_spans_form_a_single_trace_across_the_processes(
     assert answer["code"] == 0 and answer["trace_id"] == ADD_TRACE
     client = EngramClient(engram_app.url, timeout_s=60)
     assert wait_done(client, answer["data"]["task_id"], deadline_s=120) == "DONE"
-    spans = traced_app.wait_for(_has(ADD_TRACE, ADD_STAGES), timeout_s=60)  # type: ignore[arg-type]
+    spans = traced_app.wait_for(_has(ADD_TRACE, ADD_STAGES), timeout_s=60)
     assert _stages(spans, ADD_TRACE) == ADD_STAGES
     trace = {s.name: s for s in spans if s.trace_id == ADD_TRACE}
     # One tree: the Ingress span under the caller's, every other under a span of the same trace.
@@ -110,7 +113,7 @@ def test_a_handle_callers_recall_continues_into_the_recall_replica(
     carrier = {"traceparent": _parent(RECALL_TRACE)}
     result = handle.traced.remote("recall", request, carrier).result(timeout_s=60)
     assert isinstance(result, RecallResponse)
-    spans = traced_app.wait_for(_has(RECALL_TRACE, RECALL_STAGES), timeout_s=60)  # type: ignore[arg-type]
+    spans = traced_app.wait_for(_has(RECALL_TRACE, RECALL_STAGES), timeout_s=60)
     assert _stages(spans, RECALL_TRACE) == RECALL_STAGES
     # The recall app itself refuses what is not a recall.
     recall_handle = serve.get_app_handle(recall_app_name(engram_app.settings))

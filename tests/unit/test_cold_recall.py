@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engram.actors import isolation
-from engram.actors.cold_recall import answers_cold, nearest_visible
+from engram.actors.cold_recall import answers_cold, candidates
 from engram.actors.snapshot import SnapshotCache, UserSnapshot
 from engram.models.api import RecallRequest
 from engram.models.enums import Level, MemType, Ownership, Status
@@ -32,10 +32,11 @@ def _copy(memory_id: str, direction: list[float], **fields: Any) -> PlacedCopy:
         "ownership": Ownership.USER,
         "mem_type": MemType.SEMANTIC,
         "status": Status.ACTIVE,
-        "valid_at": NOW - timedelta(days=1),
+        "valid_stored": NOW - timedelta(days=1),
         "invalid_at": None,
         "expire_at": None,
         "embedding_model": "m",
+        "content": f"note {memory_id}",
         "vector": np.asarray(direction, dtype=np.float32),
     }
     values.update(fields)
@@ -68,15 +69,28 @@ def test_the_nearest_visible_copies_come_nearest_first_and_never_an_invisible_on
         _copy("no-copy", [1.0, 0.0], vector=None),
     ]
     query = np.asarray([1.0, 0.0], dtype=np.float32)
-    nearest = nearest_visible(placed, _filter(filter={"ownership": ["USER"]}), query, NOW, limit=10)
+    nearest = candidates(placed, _filter(filter={"ownership": ["USER"]}), query, "zz", NOW, limit=10)
     assert [p.memory_id for p in nearest] == ["near", "middle", "far"]
-    assert [p.memory_id for p in nearest_visible(placed, _filter(), query, NOW, limit=2)] == ["near", "agent"]
-    in_app = nearest_visible(placed, _filter(scope={"app_id": "shop"}), query, NOW, limit=2)
+    two = candidates(placed, _filter(), query, "zz", NOW, limit=2)
+    assert [p.memory_id for p in two] == ["near", "agent"]
+    in_app = candidates(placed, _filter(scope={"app_id": "shop"}), query, "zz", NOW, limit=2)
     assert {p.memory_id for p in in_app} == {"near", "other-app"}
     # As of before the supersession, the superseded fact was the current one.
-    then = nearest_visible(placed, _filter(as_of=NOW - timedelta(hours=2)), query, NOW, limit=10)
+    then = candidates(placed, _filter(as_of=NOW - timedelta(hours=2)), query, "zz", NOW, limit=10)
     assert "superseded" in {p.memory_id for p in then}
-    assert nearest_visible(placed, _filter(), query, NOW, limit=0) == []
+    assert candidates(placed, _filter(), query, "zz", NOW, limit=0) == []
+
+
+def test_half_the_candidates_hold_the_querys_rarer_words_whatever_their_cosine() -> None:
+    placed = [_copy(f"n{i}", [1.0, 0.1 * i], content=f"Went hiking with friends, day {i}") for i in range(6)]
+    placed.append(_copy("far", [0.0, 1.0], content="Adopted a greyhound named Biscuit"))
+    query = np.asarray([1.0, 0.0], dtype=np.float32)
+    picked = [p.memory_id for p in candidates(placed, _filter(), query, "Who is Biscuit?", NOW, limit=4)]
+    assert picked[0] == "far" and picked[1:] == ["n0", "n1", "n2"]
+    # "hiking" is in every note: found in all, it ranks none above another, and cosine decides.
+    hikes = candidates(placed, _filter(), query, "Where did I go hiking, Biscuit?", NOW, limit=4)
+    assert [p.memory_id for p in hikes][:2] == ["far", "n0"]
+    assert candidates(placed, _filter(), query, "the and of", NOW, limit=2)[0].memory_id == "n0"
 
 
 class _CountingCache(SnapshotCache):

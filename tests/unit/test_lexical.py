@@ -7,7 +7,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engram.actors.lexical import Bm25Index, entity_overlap, fuse, language, stem, tokenize
+from engram.actors.lexical import (
+    Bm25Index,
+    entity_overlap,
+    fold,
+    fuse,
+    language,
+    search_terms,
+    stem,
+    tokenize,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -292,3 +301,12 @@ def test_fused_scores_stay_within_the_signals(signals: list[float], weights: lis
     )
     assert 0.0 <= fused[0] <= 1.0
     assert min(signals) - 1e-9 <= fused[0] <= max(signals) + 1e-9
+
+
+def test_search_terms_are_what_a_words_inflections_share() -> None:
+    assert search_terms("Where did I go HIKING, and to which parties?") == ["go", "hik", "parti"]
+    assert search_terms("the party") == ["part"]  # "parti" does not begin "party": the word less a letter
+    assert "杭州" in search_terms("我住在杭州") and "我" not in search_terms("我住在杭州")
+    assert all(
+        t in fold("Went hiking after the party in Hangzhou 杭州") for t in search_terms("hikes, party, 杭州")
+    )
