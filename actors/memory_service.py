@@ -189,9 +189,10 @@ class MemoryService:
         return hits
 
     async def drain(self) -> None:
-        """Wait for background recall-hit bookkeeping (tests, shutdown)."""
+        """Wait for background recall-hit bookkeeping and snapshot loads (tests, shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self.recaller.snapshots.settled()
 
     async def history(self, request: HistoryRequest) -> HistoryResponse:
         """One memory and its full change chain, oldest first (M3)."""

@@ -169,10 +169,13 @@ class SnapshotCache:
 
         Loading every cold user's snapshot would spend the replica on users who never come back
         (with thousands of users drawn evenly, most are recalled once): a user earns a snapshot by
-        returning while it is still remembered here (the last ``max_users`` cold users)."""
+        returning while it is still remembered here (the last ``max_users`` cold users). A user
+        whose held snapshot went stale (a change since) has returned already: reloaded at once."""
         METRICS.snapshot_cache.inc(1, {"event": "cold"})
         self.colds += 1
         seen = self._cold.pop(user_id, 0) + 1
+        if user_id in self._cache:
+            seen = self._admit_after  # held, but changed since: a user who came back already
         if seen >= self._admit_after and user_id not in self._loading:
             if len(self._loading) < MAX_BACKGROUND_LOADS:
                 task = asyncio.get_running_loop().create_task(self._load_quietly(user_id))

@@ -146,13 +146,15 @@ async def test_a_user_who_comes_back_gets_a_snapshot_loaded_in_the_background(
     assert (recaller.snapshots.hits, recaller.snapshots.colds) == (1, 2)
     # A change moves the user's version: the held snapshot is no longer current, the recall is cold.
     await remember(service, "Likes oolong tea", "back")
-    assert "Likes oolong tea" in [
-        m.content
-        for m in (
-            await recaller.recall(request.model_copy(update={"query": "oolong tea"}), lambda *_: None)
-        ).memories
-    ]
+    oolong = request.model_copy(update={"query": "oolong tea"})
+    found = (await recaller.recall(oolong, lambda *_: None)).memories
+    assert "Likes oolong tea" in [m.content for m in found]
     assert recaller.snapshots.colds == 3
+    # ... and, held before, the user is reloaded in the background at once: the next recall is warm.
+    await recaller.snapshots.settled()
+    assert recaller.snapshots.loads == 2
+    await recaller.recall(oolong, lambda *_: None)
+    assert (recaller.snapshots.hits, recaller.snapshots.colds) == (2, 3)
 
 
 async def test_what_the_cold_path_leaves_to_the_snapshot(
