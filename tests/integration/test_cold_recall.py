@@ -188,3 +188,36 @@ async def test_a_memory_without_its_vector_copy_sends_the_recall_to_the_snapshot
     request = RecallRequest(user_id="c", query="violin", min_relevance=0)
     assert set(await _ids(recaller, request)) == {kept, lost}
     assert (recaller.snapshots.colds, recaller.snapshots.loads) == (0, 1)
+
+
+async def test_the_direct_sqlite_read_places_every_memory_as_the_orm_read_does(
+    settings: Settings, stores: Stores, service: MemoryService, clock: ManualClock
+) -> None:
+    from engram.actors.snapshot import RECALLABLE
+    from engram.storage import vector_copies
+    from engram.storage.quick_reads import open_quick_reader
+
+    await remember(service, "Likes green tea", "q", expire_at=clock.now + timedelta(days=3))
+    await remember(service, "Plays chess", "q", app_id="club", level=Level.APP)
+    gone = await remember(service, "Visited Kyoto", "q", session_id="s1", level=Level.SESSION)
+    await service.delete(DeleteRequest(user_id="q", memory_id=gone))
+    async with stores.metadata.transaction(readonly=True) as tx:
+        through_orm = await vector_copies.placed_for_user(tx, "q", RECALLABLE)
+        cipher = await tx.keys.existing("q")
+    quick = open_quick_reader(settings.storage.resolved_database_url())
+    if quick is None:
+        pytest.skip("quick reads exist for SQLite only")
+    try:
+        direct = vector_copies.opened_placed("q", quick.placed_rows("q"), cipher, RECALLABLE)
+    finally:
+        quick.close()
+
+    def seen(copies: list[vector_copies.PlacedCopy]) -> list[tuple[object, ...]]:
+        return sorted(
+            (c.memory_id, c.app_id, c.level, c.status, c.valid_at, c.expire_at, c.content, c.vector.tobytes())
+            for c in copies
+            if c.vector is not None
+        )
+
+    assert len(through_orm) == 2 and seen(direct) == seen(through_orm)
+    assert {c.expire_at for c in direct} == {None, clock.now + timedelta(days=3)}
