@@ -45,7 +45,9 @@ def _counts(samples: list[Sample]) -> dict[str, float]:
         "tasks": total(samples, TASKS, kind="add", status="DONE"),
         "adds": total(samples, DECISIONS, op="ADD"),
         "extractions": total(samples, ENGINE, task="extract_facts", result="ok"),
-        "snapshot_hits": total(samples, SNAPSHOTS, event="hit"),
+        # Recalls answered from a held snapshot or cold, from candidates (#30): every one of them.
+        "snapshot_answers": total(samples, SNAPSHOTS, event="hit") + total(samples, SNAPSHOTS, event="cold"),
+        "snapshot_colds": total(samples, SNAPSHOTS, event="cold"),
     }
 
 
@@ -76,7 +78,8 @@ def test_traffic_moves_the_engram_series_by_what_was_done_and_no_label_is_user_d
     at_least = {
         "adds": before["adds"] + 1,  # the add task's fact was an ADD decision
         "extractions": before["extractions"] + 1,  # answered by the rules engine in Extraction
-        "snapshot_hits": before["snapshot_hits"] + HITS + MISSES - 2,  # recalls reuse snapshots
+        "snapshot_answers": before["snapshot_answers"] + HITS + MISSES,
+        "snapshot_colds": before["snapshot_colds"] + 2,  # each user's first recall, at least
     }
 
     def arrived(samples: list[Sample]) -> bool:
