@@ -105,7 +105,6 @@ def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distribute
 
 def _run_profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistributedCluster]:
     import ray
-    from ray import serve
 
     from engram.serve.app import deploy
 
@@ -130,11 +129,9 @@ def _run_profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distribut
         undo.callback(ray.shutdown)
         undo.callback(_kill_shards, settings)
         undo.callback(_shutdown_serve)
-        # One HTTP proxy, on the head: two nodes on one machine cannot both bind the port.
-        serve.start(
-            proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": settings.serve.port}
-        )
+        _start_serve(settings.serve.port)
         deploy(settings)
+        _wait_for_proxy(settings.serve.port)
         yield DistributedCluster(
             cluster,
             worker,
@@ -173,6 +170,41 @@ def _start_cluster() -> tuple[Any, Any]:
         end_processes(leftovers(), grace_s=2.0)
         raise
     return tries[-1], started[0]
+
+
+def _start_serve(port: int, tries: int = 3) -> None:
+    """Serve with one HTTP proxy, on the head (two nodes on one machine cannot both bind the port).
+
+    ``serve.start`` waits a fixed 60 s (Ray's HTTP_PROXY_TIMEOUT) for the proxy; under two busy
+    loops the controller gave up on a proxy still starting and killed it (ActorDiedError in the
+    session's setup, #26). The controller lives on and starts another: a later call finds it and
+    returns, and ``_wait_for_proxy`` waits for that proxy, as long as a loaded machine needs."""
+    import ray
+    from ray import serve
+
+    for attempt in range(1, tries + 1):
+        try:
+            serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port})
+            return
+        except (ray.exceptions.ActorDiedError, TimeoutError):
+            if attempt == tries:
+                raise
+
+
+def _wait_for_proxy(port: int, timeout_s: float = 300.0) -> None:
+    """Until the app answers through the head's HTTP proxy (its /healthz)."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Serve's HTTP proxy did not answer on port {port} within {timeout_s:.0f} s")
+        time.sleep(0.5)  # polls a proxy that Serve's controller is (re)starting
 
 
 def _shutdown_serve() -> None:
