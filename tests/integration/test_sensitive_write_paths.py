@@ -132,8 +132,10 @@ async def test_refuse_stores_nothing_and_answers_40004(app: PrivacyApp) -> None:
         "I like tea",
         "mail me at [EMAIL]",
     ]
-    log = json.dumps(await app.ok("change_log", {"user_id": "strict", "limit": 100}))
-    assert "4111" not in log
+    # Texts only: a random memory id holds "4111" once in a while (a CI run failed so).
+    changes = (await app.ok("change_log", {"user_id": "strict", "limit": 100}))["changes"]
+    texts = [str(c.get(key)) for c in changes for key in ("content_before", "content_after", "reason")]
+    assert texts and not any("4111" in text for text in texts)
 
 
 async def test_an_asynchronous_add_structured_is_redacted_too(app: PrivacyApp) -> None:
