@@ -44,6 +44,8 @@ class VectorSource(Protocol):
 RECALLABLE = (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)
 # Snapshots loaded in the background at once, per cache: each is CPU on the replica's event loop.
 MAX_BACKGROUND_LOADS = 2
+# What ``SnapshotCache.counts`` reports, in order.
+COUNTED = ("cached_users", "cached_bytes", "hits", "loads", "colds", "background_loads")
 
 log = logging.getLogger(__name__)
 
@@ -209,20 +211,13 @@ class SnapshotCache:
 
     def counts(self) -> dict[str, float]:
         """Snapshots held (users, bytes) and recalls answered by kind, for ``warm_status``."""
-        return {
-            "cached_users": float(len(self._cache)),
-            "cached_bytes": float(self._bytes),
-            "hits": float(self.hits),
-            "loads": float(self.loads),
-            "colds": float(self.colds),
-            "background_loads": float(self.background_loads),
-        }
+        held = (len(self._cache), self._bytes, self.hits, self.loads, self.colds, self.background_loads)
+        return {key: float(value) for key, value in zip(COUNTED, held, strict=True)}
 
     @staticmethod
     def nothing() -> dict[str, float]:
         """``counts`` of a cache not made yet."""
-        keys = ("cached_users", "cached_bytes", "hits", "loads", "colds", "background_loads")
-        return dict.fromkeys(keys, 0.0)
+        return dict.fromkeys(COUNTED, 0.0)
 
     async def warm(self, limit: int) -> int:
         """Load the snapshots of up to ``limit`` most recently active users, while they fit the

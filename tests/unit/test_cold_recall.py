@@ -130,6 +130,7 @@ async def test_a_cold_user_earns_a_snapshot_by_coming_back_while_remembered() ->
     cache.missed("b")
     await cache.settled()
     assert cache.loaded == ["a"] and cache.colds == 7
+    assert cache.counts() == {**SnapshotCache.nothing(), "colds": 7.0, "loads": 0.0, "background_loads": 1.0}
 
 
 async def test_background_loads_are_bounded_and_a_busy_cache_tries_again_next_time() -> None:
