@@ -103,24 +103,34 @@ class ColdRecall:
         self._settings = settings
 
     async def read(self, user_id: str) -> ColdRead | None:
-        """The user's placed copies; None when some recallable memory has no copy of this model's
-        vector (written before copies, or during a re-embedding): only a snapshot load embeds those."""
+        """The user's placed copies; None when the snapshot should be loaded instead: the user has
+        some but no more than ``cold_min_memories`` memories, or some recallable memory has no copy of this
+        model's vector (written before copies, or during a re-embedding: a load embeds those)."""
         if self._quick is not None:
-            async with self._metadata.transaction(readonly=True) as tx:
-                cipher = await tx.keys.existing(user_id)
             version = self._quick.version(user_id)
             rows = self._quick.placed_rows(user_id)
+            if self._small(vector_copies.count_placed(rows, RECALLABLE)):
+                return None  # before opening any
+            async with self._metadata.transaction(readonly=True) as tx:
+                cipher = await tx.keys.existing(user_id)
             placed = vector_copies.opened_placed(user_id, rows, cipher, RECALLABLE)
         else:
             async with self._metadata.transaction(readonly=True) as tx:
                 version = await tx.versions.read(user_id)
                 placed = await vector_copies.placed_for_user(tx, user_id, RECALLABLE)
+        if self._small(len(placed)):
+            return None
         for copy in placed:
             if copy.embedding_model != self._model_name or copy.vector is None:
                 return None
             if copy.vector.shape != (self._dim,):
                 return None
         return ColdRead(version, placed)
+
+    def _small(self, memories: int) -> bool:
+        # A user without memories is answered cold: nothing to load, and an empty snapshot held for
+        # every unknown user id would push real ones out of the cache.
+        return 0 < memories <= self._settings.cold_min_memories
 
     async def snapshot(
         self,

@@ -1,4 +1,5 @@
-"""``engram bench cold``: a user's first recall (answered cold, from its nearest memories) beside
+"""``engram bench cold``: a user's first recall (answered cold, from its nearest memories, or by
+loading the snapshot of a user with few: ``recall.cold_min_memories``) beside
 its next (its snapshot held) and beside a recall that loads the whole snapshot first (the path
 before #30), by how many memories the user has. One process over the embedded default's stores, no
 HTTP: the pipeline's own cost. The recaller holds one snapshot here, so every first recall of a user
@@ -32,12 +33,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
-async def measure(data_dir: Path, users: int, rounds: int) -> dict[str, float]:
-    """Cold, warm and loading recall times (ms) of ``users`` seeded users, ``rounds`` times each."""
-    settings = Settings(
-        storage={"data_dir": data_dir},
-        recall={"snapshot_cache_users": 1, "snapshot_admit_after": 1, "timeout_ms": 600_000},
-    )
+async def measure(
+    data_dir: Path, users: int, rounds: int, cold_min_memories: int | None = None
+) -> dict[str, float]:
+    """Cold, warm and loading recall times (ms) of ``users`` seeded users, ``rounds`` times each;
+    ``cold_min_memories`` None keeps the default (a user that small is loaded, not answered cold)."""
+    recall: dict[str, Any] = {"snapshot_cache_users": 1, "snapshot_admit_after": 1, "timeout_ms": 600_000}
+    if cold_min_memories is not None:
+        recall["cold_min_memories"] = cold_min_memories
+    settings = Settings(storage={"data_dir": data_dir}, recall=recall)
     stores = await open_stores(settings)
     recaller = build_recaller(settings, stores.vectors, stores.embedder)
     # The path before #30, beside it: a recall that loads the user's whole snapshot first.
@@ -68,6 +72,7 @@ async def measure(data_dir: Path, users: int, rounds: int) -> dict[str, float]:
     # How each was answered: cold (no snapshot), from a held snapshot, or by loading one.
     figures["answered_cold"] = recaller.snapshots.colds
     figures["answered_warm"] = recaller.snapshots.hits
+    figures["first_loaded"] = recaller.snapshots.loads - recaller.snapshots.background_loads
     figures["loaded_first"] = loader.snapshots.loads
     return figures
 
@@ -97,12 +102,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--seed-cache", type=Path, required=True, help="seeded data directories, kept and reused"
     )
+    parser.add_argument(
+        "--cold-min-memories",
+        type=int,
+        default=None,
+        help="recall.cold_min_memories (default: the setting's default; 0 answers every first recall cold)",
+    )
     args = parser.parse_args(argv)
     for size in (int(s) for s in args.sizes.split(",")):
         data_dir = seeded(args.seed_cache, args.users, size)
         figures: dict[str, Any] = {
             "memories": size,
-            **asyncio.run(measure(data_dir, args.users, args.rounds)),
+            **asyncio.run(measure(data_dir, args.users, args.rounds, args.cold_min_memories)),
         }
         print(json.dumps(figures), flush=True)
     return 0

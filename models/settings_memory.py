@@ -77,6 +77,9 @@ class RecallSettings(BaseModel):
     # columns, opens this many nearest visible memories (at least the over-fetch pool) and ranks
     # them (actors.cold_recall); 0 loads the whole snapshot first instead, as before.
     cold_candidates: int = Field(100, ge=0)
+    # ... unless the user has no more recallable memories than this: then loading (and keeping) the
+    # whole snapshot costs no more than a cold answer (docs/benchmarks.md, engram bench cold).
+    cold_min_memories: int = Field(200, ge=0)
     # A cold user's snapshot is loaded in the background on this many-th cold recall (1: the first).
     snapshot_admit_after: int = Field(2, ge=1)
     # A starting recall replica loads the snapshots of this many most recently active users in the

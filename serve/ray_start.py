@@ -1,8 +1,10 @@
-"""Starting a local Ray on a busy machine: again when Ray's own wait for its raylet runs out.
+"""Starting a local Ray on a busy machine: again when Ray's own wait for its raylet or GCS runs out.
 
 ``ray.init`` gives the raylet a fixed 30 s to register with the GCS (no setting changes it) and
 then raises. Beside a CPU hog that happened to ``engram serve`` (#26); the start then failed as a
-whole. A failed start's processes are ended and Ray is started again, a bounded number of times.
+whole. The GCS's wait (``RAY_gcs_server_port_wait_time_s``) ran out too: in one start beside two
+busy loops the GCS wrote nothing, not even its log, in 180 s, where every other start took under
+10 s. A failed start's processes are ended and Ray is started again, a bounded number of times.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from collections.abc import Callable, Iterable
 
 from engram.storage.processes import ProcessInfo
 
-# What Ray's exception says when the raylet did not register in time (ray/_private/node.py).
+# What Ray's exceptions say when the raylet did not register in time, or the GCS did not publish
+# its port in time (ray/_private/node.py, ray/_raylet.pyx).
 RAYLET_TIMEOUT = "timed out during startup"
+GCS_TIMEOUT = "Timed out waiting for file"
+STARTUP_TIMEOUTS = (RAYLET_TIMEOUT, GCS_TIMEOUT)
 
 
 def init_with_retries(
@@ -31,10 +36,10 @@ def init_with_retries(
             init()
             return
         except Exception as exc:
-            if RAYLET_TIMEOUT not in str(exc) or attempt == attempts:
+            if not any(t in str(exc) for t in STARTUP_TIMEOUTS) or attempt == attempts:
                 raise
             print(
-                f"Ray's node did not start within Ray's 30 s (a busy machine?): starting it again "
+                f"Ray's node did not start within Ray's wait (a busy machine?): starting it again "
                 f"({attempt + 1} of {attempts})",
                 file=sys.stderr,
                 flush=True,

@@ -121,6 +121,7 @@ _PLACED = (
     memories.c.content,
     memory_vectors.c.vector,
 )
+_STATUS_COLUMN = _PLACED.index(memories.c.status)
 _LEVELS = {e.value: e for e in Level}
 _OWNERSHIPS = {e.value: e for e in Ownership}
 _MEM_TYPES = {e.value: e for e in MemType}
@@ -152,6 +153,12 @@ async def placed_for_user(tx: MetadataTx, user_id: str, statuses: Sequence[Statu
     rows = (await tx.conn.execute(placed_statement(), {"user_id": user_id})).all()
     cipher = await tx.keys.existing(user_id) if rows else None
     return opened_placed(user_id, rows, cipher, statuses)
+
+
+def count_placed(rows: Sequence[Sequence[Any]], statuses: Sequence[Status]) -> int:
+    """How many rows of ``placed_statement`` are in ``statuses`` (nothing opened)."""
+    wanted = {s.value for s in statuses}
+    return sum(1 for row in rows if row[_STATUS_COLUMN] in wanted)
 
 
 def opened_placed(

@@ -15,14 +15,17 @@ pytestmark = pytest.mark.integration
 def test_cold_and_warm_recalls_are_reported_for_each_size(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["--sizes", "3,6", "--users", "2", "--rounds", "2", "--seed-cache", str(tmp_path)]) == 0
+    args = ["--sizes", "3,6", "--users", "2", "--rounds", "2", "--seed-cache", str(tmp_path)]
+    assert main([*args, "--cold-min-memories", "3"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["memories"] for line in lines] == [3, 6]
     for figures in lines:
         assert figures["recalls_each"] == 4  # 2 users x 2 rounds, each recalled cold, warm, loading
-        assert figures["answered_cold"] == figures["answered_warm"] == figures["loaded_first"] == 4
+        assert figures["answered_warm"] == figures["loaded_first"] == 4
         for kind in ("cold", "warm", "load"):
             assert 0 < figures[f"{kind}_p50_ms"] <= figures[f"{kind}_p99_ms"]
+    # Three memories are few enough to load (recall.cold_min_memories 3), six are answered cold.
+    assert [(f["answered_cold"], f["first_loaded"]) for f in lines] == [(0, 4), (4, 0)]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cold-2x3", "cold-2x6"]  # seeded once, kept
 
 

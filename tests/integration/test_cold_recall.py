@@ -27,6 +27,9 @@ TOPICS = ["tea", "coffee", "Lisbon", "the violin", "chess", "sushi", "hiking", "
 
 
 def _recaller(settings: Settings, stores: Stores, clock: ManualClock, **recall: object) -> Recaller:
+    """A recaller with ``recall`` settings; small users answered cold too (unless set), as these
+    tests' stores are small."""
+    recall = {"cold_min_memories": 0, **recall}
     tuned = settings.model_copy(deep=True)
     for name, value in recall.items():
         setattr(tuned.recall, name, value)
@@ -155,6 +158,29 @@ async def test_a_user_who_comes_back_gets_a_snapshot_loaded_in_the_background(
     assert recaller.snapshots.loads == 2
     await recaller.recall(oolong, lambda *_: None)
     assert (recaller.snapshots.hits, recaller.snapshots.colds) == (2, 3)
+
+
+async def test_a_small_user_is_loaded_and_kept_and_a_user_without_memories_is_answered_cold(
+    settings: Settings, stores: Stores, service: MemoryService, clock: ManualClock
+) -> None:
+    for topic in TOPICS:
+        await remember(service, f"Likes {topic}", "small")
+    recaller = _recaller(settings, stores, clock, cold_min_memories=len(TOPICS))
+    request = RecallRequest(user_id="small", query="what drinks do I like", min_relevance=0)
+    first = await _ids(recaller, request)
+    assert (recaller.snapshots.colds, recaller.snapshots.loads, len(recaller.snapshots)) == (0, 1, 1)
+    assert await _ids(recaller, request) == first
+    assert recaller.snapshots.hits == 1
+    # Nothing to load for a user without memories: answered cold, no empty snapshot held.
+    nobody = request.model_copy(update={"user_id": "nobody"})
+    assert await _ids(recaller, nobody) == []
+    assert (recaller.snapshots.colds, recaller.snapshots.loads, len(recaller.snapshots)) == (1, 1, 1)
+    # One memory more than the bound: answered cold, as any larger user.
+    await remember(service, "Likes oolong tea", "small")
+    assert "Likes oolong tea" in [
+        m.content for m in (await recaller.recall(request, lambda *_: None)).memories
+    ]
+    assert (recaller.snapshots.colds, recaller.snapshots.loads) == (2, 1)
 
 
 async def test_what_the_cold_path_leaves_to_the_snapshot(

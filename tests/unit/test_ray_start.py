@@ -1,4 +1,4 @@
-"""A local Ray start that ran out of Ray's fixed wait for its raylet is ended and tried again (#26)."""
+"""A local Ray start that ran out of Ray's wait for its raylet or its GCS is ended and tried again (#26)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ pytestmark = pytest.mark.unit
 RAY_TIMEOUT = Exception(
     "The current node timed out during startup. This could happen because some of the raylet "
     "failed to startup or the GCS has become overloaded."
+)
+# The GCS did not publish its port within RAY_gcs_server_port_wait_time_s (#26's distributed setup
+# beside two busy loops).
+GCS_TIMEOUT = RuntimeError(
+    "Timed out waiting for file /tmp/ray/session_2026-12-06_10-25-23_065096_5880/gcs_server_port_e7ad1"
 )
 LEFT = [ProcessInfo(pid=4242, ppid=1, pgid=4242, sid=4242, start=1, state="S", name="gcs_server")]
 
@@ -52,3 +57,9 @@ def test_the_last_timeout_and_any_other_error_are_raised() -> None:
     with pytest.raises(RuntimeError, match="port in use"):
         other.retries()
     assert other.calls == ["init"]
+
+
+def test_a_gcs_that_never_published_its_port_is_started_again() -> None:
+    tries = Tries(GCS_TIMEOUT, RAY_TIMEOUT)
+    tries.retries()
+    assert tries.calls == ["init", "shutdown", "end [4242]", "init", "shutdown", "end [4242]", "init"]
