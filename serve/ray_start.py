@@ -20,6 +20,13 @@ RAYLET_TIMEOUT = "timed out during startup"
 GCS_TIMEOUT = "Timed out waiting for file"
 STARTUP_TIMEOUTS = (RAYLET_TIMEOUT, GCS_TIMEOUT)
 
+# Ray nices every worker by 15 (ray_config_def.h, ``worker_niceness``) so that its own daemons and
+# other processes win the CPU. In Engram the workers are the service: every replica and shard.
+# Beside two busy loops at normal priority they got a sliver of the CPU, and the e2e suite ran at
+# a fifth of its quiet pace (#26). A Ray of Engram's own runs its workers at the priority its
+# starter was given (``nice`` adds to the inherited niceness: 0 keeps it).
+LOCAL_SYSTEM_CONFIG: dict[str, object] = {"worker_niceness": 0}
+
 
 def init_with_retries(
     init: Callable[[], object],

@@ -31,7 +31,7 @@ from types import FrameType
 
 from engram.models.settings import Settings, load_settings
 from engram.serve.network import is_loopback_host, joins_a_cluster, local_ray_environment, start_decision
-from engram.serve.ray_start import init_with_retries
+from engram.serve.ray_start import LOCAL_SYSTEM_CONFIG, init_with_retries
 from engram.storage.private_files import private_umask
 from engram.storage.processes import (
     ProcessInfo,
@@ -152,6 +152,8 @@ def serve_until_stopped(settings: Settings, stopper: Stopper) -> int:
                 namespace="serve",
                 log_to_driver=False,
                 _metrics_export_port=settings.metrics.export_port or None,
+                # A cluster keeps the settings it was started with (Ray refuses them on a connect).
+                _system_config=LOCAL_SYSTEM_CONFIG if local else None,
             )
 
         if local:  # what a failed try started is this process's own: its descendants

@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from engram.models.settings import Settings, load_settings
-from engram.serve.ray_start import init_with_retries
+from engram.serve.ray_start import LOCAL_SYSTEM_CONFIG, init_with_retries
 from engram.storage.milvus_server import MilvusServerProcess, start_milvus_server
 from engram.storage.processes import end_processes
 from tests.conftest import POSTGRES_URL
@@ -155,7 +155,10 @@ def _start_cluster() -> tuple[Any, Any]:
         cluster = Cluster()
         tries.append(cluster)
         started.clear()
-        cluster.add_node(num_cpus=NODE_CPUS, include_dashboard=False, wait=False)  # the head
+        # The head's system config reaches every node (workers at this process's priority).
+        cluster.add_node(
+            num_cpus=NODE_CPUS, include_dashboard=False, wait=False, _system_config=LOCAL_SYSTEM_CONFIG
+        )
         started.append(cluster.add_node(num_cpus=NODE_CPUS, wait=False))
         cluster.wait_for_nodes(timeout=NODE_START_S)
 

@@ -13,7 +13,7 @@ import pytest
 
 from engram.models.settings import Settings
 from engram.serve.http_front import prepare_local_front
-from engram.serve.ray_start import init_with_retries
+from engram.serve.ray_start import LOCAL_SYSTEM_CONFIG, init_with_retries
 from engram.storage.processes import end_processes
 from tests.support.net import free_port
 from tests.support.processes import started_since
@@ -67,6 +67,7 @@ def engram_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]
                 log_to_driver=False,
                 namespace="serve",
                 _metrics_export_port=metrics_port,
+                _system_config=LOCAL_SYSTEM_CONFIG,  # workers at this process's priority, as engram serve's
             )
 
         # As engram serve does (serve/ray_start.py): a node that timed out starting on a busy
