@@ -118,8 +118,8 @@ class ColdRecall:
             async with self._metadata.transaction(readonly=True) as tx:
                 version = await tx.versions.read(user_id)
                 placed = await vector_copies.placed_for_user(tx, user_id, RECALLABLE)
-        if self._small(len(placed)):
-            return None
+            if self._small(len(placed)):
+                return None
         for copy in placed:
             if copy.embedding_model != self._model_name or copy.vector is None:
                 return None
