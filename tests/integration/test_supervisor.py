@@ -113,6 +113,18 @@ def test_signals_to_the_group_stop_the_server_once_and_nothing_is_left(
     lock.close()
 
 
+def test_a_stopped_server_exits_although_a_thread_of_it_still_runs(
+    tmp_path: Path, runs: list[Supervised]
+) -> None:
+    # Seen in CI: "Engram stopped in 6.6 s", then the server's interpreter waited on Ray's threads
+    # until the supervisor killed it at its bound (exit 1). A done stop ends the process at once.
+    run, _, marked = _listening(runs, tmp_path / "data", "lingering")
+    os.kill(run.process.pid, signal.SIGTERM)
+    assert run.wait(limit_s=8) == 0, run.output.text()
+    assert "did not stop" not in run.output.text()
+    assert not _gone_within(marked, 5)
+
+
 def test_a_server_that_leaves_a_process_behind_has_it_ended_by_the_supervisor(
     tmp_path: Path, runs: list[Supervised]
 ) -> None:

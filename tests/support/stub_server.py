@@ -7,6 +7,8 @@ find. ``--mode``:
 - ``obedient``: stops on the first signal, ends its leftovers, exits 0;
 - ``careless``: stops on the first signal but leaves the grandchild for the supervisor to end;
 - ``stubborn``: ignores SIGTERM (a server wedged in its stop);
+- ``lingering``: as obedient, with a thread that never ends still running when it exits (as Ray's
+  native threads can be after its shutdown);
 - ``hidden``: as careless, but the grandchild carries no marker (as a Ray agent that wrote over its
   environment): only its ancestry makes it the run's. Its pid is written to ``<data_dir>/hidden``.
 
@@ -20,17 +22,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from engram.models.settings import Settings
-from engram.serve.server_process import Stopper, StopRequested, _end_leftovers, watch_parent
+from engram.serve.server_process import Stopper, StopRequested, _end_leftovers, exit_now, watch_parent
 
 
-def main() -> int:
+def main() -> NoReturn:
     parser = argparse.ArgumentParser()
     parser.add_argument("--parent-fd", type=int, required=True)
-    parser.add_argument("--mode", choices=("obedient", "careless", "stubborn", "hidden"), required=True)
+    modes = ("obedient", "careless", "stubborn", "hidden", "lingering")
+    parser.add_argument("--mode", choices=modes, required=True)
     parser.add_argument("--data-dir", type=Path, required=True)
     args = parser.parse_args()
     settings = Settings(storage={"data_dir": args.data_dir}, serve={"stop_grace_s": 0, "stop_timeout_s": 9})
@@ -61,11 +66,13 @@ def main() -> int:
         pass
     stopper.begin()
     print("stopping Engram ...", file=sys.stderr, flush=True)
-    if args.mode == "obedient":
+    if args.mode in ("obedient", "lingering"):
         _end_leftovers(settings, stopper)
+    if args.mode == "lingering":
+        threading.Thread(target=threading.Event().wait, name="never-ends").start()
     stopper.finished()
-    return 0
+    exit_now(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
