@@ -25,6 +25,7 @@ from engram.models.api import RecallRequest
 from engram.models.rules import ranking
 from engram.models.settings import RecallSettings
 from engram.storage import vector_copies
+from engram.storage.crypto import ContentCipher
 from engram.storage.metadata import MetadataStore
 from engram.storage.quick_reads import QuickReader
 from engram.storage.vector_copies import PlacedCopy
@@ -36,6 +37,8 @@ class ColdRead:
 
     version: int
     placed: list[PlacedCopy]
+    # The user's key as the first read found it, for the quick read of the candidates.
+    cipher: ContentCipher | None = None
 
 
 def answers_cold(request: RecallRequest, flt: isolation.RecallFilter, settings: RecallSettings) -> bool:
@@ -115,6 +118,7 @@ class ColdRecall:
                 cipher = await tx.keys.existing(user_id)
             placed = vector_copies.opened_placed(user_id, rows, cipher, RECALLABLE)
         else:
+            cipher = None
             async with self._metadata.transaction(readonly=True) as tx:
                 version = await tx.versions.read(user_id)
                 placed = await vector_copies.placed_for_user(tx, user_id, RECALLABLE)
@@ -125,7 +129,7 @@ class ColdRecall:
                 return None
             if copy.vector.shape != (self._dim,):
                 return None
-        return ColdRead(version, placed)
+        return ColdRead(version, placed, cipher)
 
     def _small(self, memories: int) -> bool:
         # A user without memories is answered cold: nothing to load, and an empty snapshot held for
@@ -145,8 +149,12 @@ class ColdRecall:
         limit = max(self._settings.cold_candidates, ranking.overfetch_limit(top_k, self._settings))
         nearest = candidates(read.placed, flt, query_vector, query, now, limit)
         user_id = flt.scope.user_id
-        async with self._metadata.transaction(readonly=True) as tx:
-            opened = await tx.memories.get_many(user_id, [p.memory_id for p in nearest])
+        ids = [p.memory_id for p in nearest]
+        if self._quick is not None and read.cipher is not None:
+            opened = self._quick.memories(user_id, ids, read.cipher)
+        else:
+            async with self._metadata.transaction(readonly=True) as tx:
+                opened = await tx.memories.get_many(user_id, ids)
         memories = []
         vectors = []
         for copy in nearest:

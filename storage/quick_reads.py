@@ -10,19 +10,24 @@ for a writer. PostgreSQL keeps the async path:
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, bindparam, select
+from sqlalchemy import JSON, Boolean, and_, bindparam, select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.sql import Select
 
+from engram.models.domain import Memory
 from engram.models.enums import Status
+from engram.storage.crypto import ContentCipher
 from engram.storage.repositories.memories import RecallBookkeeping
-from engram.storage.schema import memories, switches, user_versions
+from engram.storage.repositories.rows import memory_from_row
+from engram.storage.schema import UTCDateTime, memories, switches, user_versions
 from engram.storage.vector_copies import placed_statement
 
 
@@ -49,6 +54,14 @@ BOOKKEEPING_SQL = _sqlite_text(
 )
 
 PLACED_SQL = _sqlite_text(placed_statement())
+# Whole memory rows by id; the ids' placeholders are added per call (at most _IDS_PER_QUERY).
+MEMORIES_SQL = _sqlite_text(select(memories).where(memories.c.user_id == bindparam("user_id")))
+_IDS_PER_QUERY = 500
+_MEMORY_COLUMNS = [c.name for c in memories.c]
+# What SQLAlchemy's column types do to a stored value, done here for the columns that need it.
+_DATETIMES = {c.name for c in memories.c if isinstance(c.type, UTCDateTime)}
+_JSONS = {c.name for c in memories.c if isinstance(c.type, JSON)}
+_BOOLEANS = {c.name for c in memories.c if isinstance(c.type, Boolean)}
 
 
 class QuickReader:
@@ -91,6 +104,21 @@ class QuickReader:
         opens them): a cold recall's first read without SQLAlchemy's per-row work."""
         return self._connection().execute(PLACED_SQL, (user_id,)).fetchall()
 
+    def memories(
+        self, user_id: str, memory_ids: Sequence[str], cipher: ContentCipher | None
+    ) -> dict[str, Memory]:
+        """The user's memories among ``memory_ids``, as ``tx.memories.get_many`` returns them: a
+        cold recall's candidates opened without SQLAlchemy's per-row work (a third of its time)."""
+        found: dict[str, Memory] = {}
+        ids = list(dict.fromkeys(memory_ids))
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start : start + _IDS_PER_QUERY]
+            sql = f"{MEMORIES_SQL} AND memories.memory_id IN ({', '.join('?' * len(chunk))})"
+            for values in self._connection().execute(sql, (user_id, *chunk)):
+                memory = memory_from_row(_typed(dict(zip(_MEMORY_COLUMNS, values, strict=True))), cipher)
+                found[memory.memory_id] = memory
+        return found
+
     def close(self) -> None:
         """Close the connection; safe to call twice."""
         if self._conn is not None:
@@ -101,6 +129,17 @@ class QuickReader:
 def _utc(stored: str) -> datetime:
     # storage.schema.UTCDateTime keeps naive UTC on SQLite, as "YYYY-MM-DD HH:MM:SS.ffffff".
     return datetime.fromisoformat(stored).replace(tzinfo=UTC)
+
+
+def _typed(row: dict[str, Any]) -> dict[str, Any]:
+    for name in _DATETIMES:
+        if row[name] is not None:
+            row[name] = _utc(row[name])
+    for name in _JSONS:
+        row[name] = json.loads(row[name]) if row[name] is not None else None
+    for name in _BOOLEANS:
+        row[name] = bool(row[name])
+    return row
 
 
 def open_quick_reader(database_url: str) -> QuickReader | None:

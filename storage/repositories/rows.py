@@ -4,7 +4,7 @@ reasons, task payloads), and the small statement helpers the repositories share.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +33,7 @@ def upsert(conn: AsyncConnection, table: Any, values: dict[str, Any]) -> Any:
     return dialect.insert(table).values(**values)
 
 
-def memory_from_row(row: RowMapping, cipher: ContentCipher | None) -> Memory:
+def memory_from_row(row: Mapping[str, Any], cipher: ContentCipher | None) -> Memory:
     """A memory row, opened with its user's cipher (None: content and labels read as absent)."""
     tags, entities = open_labels(cipher, row)
     return Memory(
@@ -121,7 +121,7 @@ def seal_labels(cipher: ContentCipher, memory_id: str, tags: Sequence[str], enti
     return cipher.seal_bytes(body.encode(), f"labels:{memory_id}")
 
 
-def open_labels(cipher: ContentCipher | None, row: RowMapping) -> tuple[list[str], list[str]]:
+def open_labels(cipher: ContentCipher | None, row: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(tags, entities) of a row: sealed ones, else a row written before 0005, else none (no key)."""
     blob = row["labels"]
     if blob is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,33 @@ async def test_recall_bookkeeping_matches_the_store(
     assert quick.recall_bookkeeping("u1") == expected
     assert set(expected) == {ids[0]} and expected[ids[0]].last_recalled_at == clock.now
     assert quick.recall_bookkeeping("nobody") == {}
+
+
+async def test_memories_by_id_match_the_store(
+    stores: Stores, service: MemoryService, clock: ManualClock, quick: QuickReader
+) -> None:
+    plain = await remember(service, "Likes tea")
+    full = await remember(
+        service,
+        "Flies to Lisbon on Friday",
+        app_id="travel",
+        session_id="s1",
+        is_important=True,
+        custom_tags=["trip"],
+        expire_at=clock.now + timedelta(days=3),
+        source_msg_id="m7",
+    )
+    await service.record_recall_hits("u1", [plain], clock.now)
+    gone = await remember(service, "Plays chess")
+    await service.delete(DeleteRequest(user_id="u1", memory_id=gone))
+    ids = [plain, full, gone, "no-such-memory", plain]
+    async with stores.metadata.transaction(readonly=True) as tx:
+        expected = await tx.memories.get_many("u1", ids)
+        cipher = await tx.keys.existing("u1")
+    assert set(expected) == {plain, full, gone}
+    assert quick.memories("u1", ids, cipher) == expected
+    assert quick.memories("u2", ids, cipher) == {}, "another user's ids read as absent"
+    assert quick.memories("u1", ids, None)[full].content is None, "no key, no content"
 
 
 async def test_per_user_status_reads_search_by_user(
