@@ -35,10 +35,11 @@ install: $(BIN)/python
 run: install-serve
 	$(BIN)/engram serve
 
+# Lint, format and types; `make test` runs the same line beside the Ray suites.
+LINT = $(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/python tools/typecheck.py
+
 lint: install
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/python tools/typecheck.py
+	$(LINT)
 
 # The console's browser tests (tests/e2e/test_console.py) drive Debian's Chromium: Playwright's own
 # browser download needs a network this kind of machine lacks. Installed only where it is missing
@@ -48,20 +49,23 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	fi
 
-# Two runs side by side: unit + integration, and the Ray suites (e2e, one Ray session; then the
-# distributed profile, tests/distributed: a 2-node Ray cluster, PostgreSQL, a Milvus server, 4
-# shards, in a Ray session of its own). The Ray tests mostly wait on Ray, the others on SQLite
-# and PostgreSQL, so the two overlap well on two cores; each run has its own PostgreSQL database,
-# and the runs that start a Milvus server take turns (tests/support/machine_lock.py). The Ray
-# suites' output is printed when both are done.
-test: lint browser
+# Two runs side by side: lint, then unit + integration; and the Ray suites (e2e, one Ray
+# session; then the distributed profile, tests/distributed: a 2-node Ray cluster, PostgreSQL, a
+# Milvus server, 4 shards, in a Ray session of its own). The Ray tests mostly wait on Ray, the
+# others on SQLite and PostgreSQL, so the two overlap well on two cores; the Ray suites, the longer
+# run, start as soon as everything is installed (lint beside them, not before: CI's whole run is
+# bounded, .ci/run). Each run has its own PostgreSQL database, and the runs that start a Milvus
+# server take turns (tests/support/machine_lock.py). The Ray suites' output is printed when both
+# are done; any failure fails the target.
+test: install browser
 	@rm -f .ray-tests.log; \
 	{ $(BIN)/pytest tests/e2e; e2e=$$?; $(BIN)/pytest --distributed tests/distributed; \
 	  exit $$((e2e | $$?)); } > .ray-tests.log 2>&1 & ray_tests=$$!; \
+	$(LINT); lint=$$?; \
 	ENGRAM_TEST_POSTGRES_DB=engram_test_rest $(BIN)/pytest tests/unit tests/integration; rest=$$?; \
 	wait $$ray_tests; ray_rc=$$?; echo "--- tests/e2e, then tests/distributed ---"; cat .ray-tests.log; \
-	echo "unit + integration: exit $$rest; e2e + distributed: exit $$ray_rc"; \
-	[ $$rest -eq 0 ] && [ $$ray_rc -eq 0 ]
+	echo "lint: exit $$lint; unit + integration: exit $$rest; e2e + distributed: exit $$ray_rc"; \
+	[ $$lint -eq 0 ] && [ $$rest -eq 0 ] && [ $$ray_rc -eq 0 ]
 
 test-distributed: install
 	$(BIN)/pytest --distributed tests/distributed

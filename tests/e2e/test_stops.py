@@ -1,9 +1,12 @@
 """Every way of stopping Engram leaves nothing behind, and the next start comes up (issue #26).
 
-Each test starts the README's first command (``make run``) on a fresh data directory in a process
-group of its own, as a terminal does, acknowledges writes, stops it one way, checks that within
-30 s nothing of the run is alive and neither of its ports is held, then starts it again on the
-same data and checks every acknowledged write is DONE exactly once.
+One data directory, fresh at the first start, goes through every stop in turn: the README's first
+command (``make run``) in a process group of its own, as a terminal starts it, acknowledges writes,
+is stopped one way, and within 30 s nothing of the run may be alive and neither of its ports held;
+the next start on the same data must come up and finish every write acknowledged before the stop,
+each exactly once, and is then the run the next way stops. A chain rather than a fresh directory
+per stop: each start after the first also recovers what the stop before it left (five stops, six
+starts, instead of ten starts; the suite's time is bounded, .ci/run).
 """
 
 from __future__ import annotations
@@ -23,40 +26,64 @@ from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
 
-USERS = [f"stop-{i}" for i in range(6)]
+USERS_PER_STOP = 6
 
 
-@pytest.mark.parametrize("how", list(STOPS))
-def test_a_stop_leaves_nothing_and_the_next_start_finishes_every_write(how: str, tmp_path: Path) -> None:
+def test_every_stop_leaves_nothing_and_the_next_start_finishes_every_write(tmp_path: Path) -> None:
     config, data_dir, ports = run_config(tmp_path)
-    first = start(config, data_dir, ports)
     url = f"http://127.0.0.1:{ports[0]}"
+    run = start(config, data_dir, ports)
+    report = []
     try:
-        accepted = accept_adds(url, USERS)
-        in_flight = unfinished_users(url, accepted)
-        first.snapshot()
-        first.stop(how)
-        stopped_at = time.monotonic()
-        left = first.wait_gone(GONE_WITHIN_S)
-        took = time.monotonic() - stopped_at
-        output = first.output.text()
-        assert not left, f"after {how}, left after {took:.0f} s: {left}\n{output[-3000:]}"
-        # Ray's processes were never signalled under a running driver: no fatal trace, no abort.
-        assert "Aborted" not in output and "logging.cc" not in output, output[-3000:]
-        if how != "sigkill-serve":  # killed, the supervisor cannot say anything
-            assert "stopping Engram" in output, output[-3000:]
-        assert first.record is not None
-        assert not any(Path(d).exists() for d in first.record.run_dirs), "the HTTP front's directory is left"
-    finally:
-        first.kill_everything()
+        _assert_a_second_start_is_refused(run, config, data_dir)
+        for how in STOPS:
+            accepted = accept_adds(url, [f"{how}-{i}" for i in range(USERS_PER_STOP)])
+            in_flight = unfinished_users(url, accepted)
+            run.snapshot()
+            run.stop(how)
+            stopped_at = time.monotonic()
+            left = run.wait_gone(GONE_WITHIN_S)
+            took = time.monotonic() - stopped_at
+            output = run.output.text()
+            assert not left, f"after {how}, left after {took:.0f} s: {left}\n{output[-3000:]}"
+            # Ray's processes were never signalled under a running driver: no fatal trace, no abort.
+            assert "Aborted" not in output and "logging.cc" not in output, f"{how}: {output[-3000:]}"
+            if how != "sigkill-serve":  # killed, the supervisor cannot say anything
+                assert "stopping Engram" in output, f"{how}: {output[-3000:]}"
+            assert run.record is not None
+            assert not any(Path(d).exists() for d in run.record.run_dirs), (
+                f"{how}: the HTTP front's directory is left"
+            )
+            run.kill_everything()
 
-    second = start(config, data_dir, ports)
+            run = start(config, data_dir, ports)
+            assert_all_done_exactly_once(url, accepted, facts_per_user=len(FACTS))
+            report.append(
+                f"{how}: gone in {took:.1f} s, {in_flight} of {USERS_PER_STOP} users had writes in flight"
+            )
+        stop_cleanly(run)
+    finally:
+        run.kill_everything()
+    print("; ".join(report))
+
+
+def _assert_a_second_start_is_refused(first: ServeRun, config: Path, data_dir: Path) -> None:
+    """A second ``engram serve`` on a data directory in use exits 2 and names the one using it."""
+    other_port = free_port()
+    env = dict(os.environ, ENGRAM_CONFIG=str(config), RAY_AUTH_MODE="disabled")
+    second = ServeRun(
+        [sys.executable, "-m", "engram.serve.cli", "serve", "--port", str(other_port)],
+        data_dir,
+        [other_port],
+        env,
+    )
     try:
-        assert_all_done_exactly_once(url, accepted, facts_per_user=len(FACTS))
-        stop_cleanly(second)
+        code = second.process.wait(timeout=120)
+        second.output.ended.wait(timeout=10)
     finally:
         second.kill_everything()
-    print(f"{how}: gone in {took:.1f} s; {in_flight} of {len(USERS)} users had writes in flight at the stop")
+    assert code == 2, second.output.text()
+    assert f"is in use by engram serve pid {first.supervisor_pid()}" in second.output.text()
 
 
 def test_a_start_refuses_a_port_held_by_another_process_naming_it(tmp_path: Path) -> None:
@@ -75,24 +102,3 @@ def test_a_start_refuses_a_port_held_by_another_process_naming_it(tmp_path: Path
     output = run.output.text()
     assert code != 0
     assert f"port {ports[0]} (serve.port) is held by pid {os.getpid()}" in output, output[-2000:]
-
-
-def test_a_second_start_on_the_same_data_is_refused(tmp_path: Path) -> None:
-    config, data_dir, ports = run_config(tmp_path)
-    first = start(config, data_dir, ports)
-    try:
-        other_port = free_port()
-        env = dict(os.environ, ENGRAM_CONFIG=str(config), RAY_AUTH_MODE="disabled")
-        second = ServeRun(
-            [sys.executable, "-m", "engram.serve.cli", "serve", "--port", str(other_port)],
-            data_dir,
-            [other_port],
-            env,
-        )
-        code = second.process.wait(timeout=120)
-        second.output.ended.wait(timeout=10)
-        assert code == 2
-        assert f"is in use by engram serve pid {first.supervisor_pid()}" in second.output.text()
-        stop_cleanly(first)
-    finally:
-        first.kill_everything()
