@@ -377,17 +377,14 @@ def build_recall_app(
 
 
 def deploy(settings: Settings, user_config: dict[str, Any] | None = None) -> None:
-    """Run (or update in place) both applications on the connected Serve instance, side by side:
-    their replicas start together (the Ingress looks the recall app up lazily), not one app after
-    the other, which took a third of a start (docs/benchmarks.md)."""
+    """Run (or update in place) both applications, side by side: one after the other took a third
+    of a start (the Ingress finds the recall app lazily)."""
+    recall = build_recall_app(settings, user_config)
+    main = build_app(settings, user_config)
     serve.run_many(
         [
-            RunTarget(
-                build_recall_app(settings, user_config),
-                name=recall_app_name(settings),
-                route_prefix=RECALL_PATH,
-            ),
-            RunTarget(build_app(settings, user_config), name=settings.serve.app_name, route_prefix="/"),
+            RunTarget(recall, name=recall_app_name(settings), route_prefix=RECALL_PATH),
+            RunTarget(main, name=settings.serve.app_name, route_prefix="/"),
         ]
     )
 
