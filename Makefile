@@ -56,11 +56,15 @@ browser:
 # run, start as soon as everything is installed (lint beside them, not before: CI's whole run is
 # bounded, .ci/run). Each run has its own PostgreSQL database, and the runs that start a Milvus
 # server take turns (tests/support/machine_lock.py). The Ray suites' output is printed when both
-# are done; any failure fails the target.
+# are done; any failure fails the target. Where it may (root, as CI runs), the shell then raises
+# its own priority a little for lint and unit + integration: that side is one process that needs a
+# whole core, and the Ray side's dozen processes would otherwise take most of the CPU by number
+# (one share each) while the run waits on the slower side.
 test: install browser
 	@rm -f .ray-tests.log; \
 	{ $(BIN)/pytest tests/e2e; e2e=$$?; $(BIN)/pytest --distributed tests/distributed; \
 	  exit $$((e2e | $$?)); } > .ray-tests.log 2>&1 & ray_tests=$$!; \
+	renice -n -5 -p $$$$ >/dev/null 2>&1 || true; \
 	$(LINT); lint=$$?; \
 	ENGRAM_TEST_POSTGRES_DB=engram_test_rest $(BIN)/pytest tests/unit tests/integration; rest=$$?; \
 	wait $$ray_tests; ray_rc=$$?; echo "--- tests/e2e, then tests/distributed ---"; cat .ray-tests.log; \

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import shlex
 import shutil
 import socket
@@ -118,12 +119,42 @@ def haproxy_environment(run_dir: Path, ports: FrontPorts) -> dict[str, str]:
     }
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on right now (the OS's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LINUX_EPHEMERAL = (32768, 60999)
+_LOWEST_PORT = 10000
+
+
+def ephemeral_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
+    """The ports the kernel hands out itself (outgoing connections, a bind to port 0)."""
+    try:
+        low, high = (int(field) for field in path.read_text().split())
+    except (OSError, ValueError):
+        return _LINUX_EPHEMERAL
+    return low, high
+
+
+def free_port(range_file: Path = EPHEMERAL_RANGE_FILE) -> int:
+    """A TCP port nothing listens on right now, outside the kernel's ephemeral range: one from that
+    range, free when chosen, can go to any outgoing connection before the server meant to bind it
+    starts (CI: HAProxy's stats port, taken in the minute its start took beside other tests)."""
+    low, high = ephemeral_range(range_file)
+    outside = [(_LOWEST_PORT, low - 1), (high + 1, 65535)]
+    spans = [(first, last) for first, last in outside if first <= last]
+    for _ in range(200):
+        first, last = random.choice(spans) if spans else (0, -1)
+        if first > last:
+            break
+        port = random.randint(first, last)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("", port))
+            except OSError:
+                continue  # in use: another
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # no range outside: the OS's choice
         sock.bind(("", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+        return chosen
 
 
 @dataclass

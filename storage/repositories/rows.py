@@ -18,6 +18,9 @@ from engram.models.domain import ChangeLogEntry, Memory, WriteTask
 from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status, TaskStatus
 from engram.storage.crypto import ContentCipher
 
+# A row as SQLAlchemy gives it, or as a plain read built it (storage/quick_reads.py).
+AnyRow = RowMapping | Mapping[str, Any]
+
 
 def keyset_after(
     created: ColumnElement[Any], key: ColumnElement[Any], after: tuple[datetime, str]
@@ -33,7 +36,7 @@ def upsert(conn: AsyncConnection, table: Any, values: dict[str, Any]) -> Any:
     return dialect.insert(table).values(**values)
 
 
-def memory_from_row(row: Mapping[str, Any], cipher: ContentCipher | None) -> Memory:
+def memory_from_row(row: AnyRow, cipher: ContentCipher | None) -> Memory:
     """A memory row, opened with its user's cipher (None: content and labels read as absent)."""
     tags, entities = open_labels(cipher, row)
     return Memory(
@@ -121,7 +124,7 @@ def seal_labels(cipher: ContentCipher, memory_id: str, tags: Sequence[str], enti
     return cipher.seal_bytes(body.encode(), f"labels:{memory_id}")
 
 
-def open_labels(cipher: ContentCipher | None, row: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+def open_labels(cipher: ContentCipher | None, row: AnyRow) -> tuple[list[str], list[str]]:
     """(tags, entities) of a row: sealed ones, else a row written before 0005, else none (no key)."""
     blob = row["labels"]
     if blob is None:

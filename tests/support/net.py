@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import socket
+from engram.serve.http_front import free_port as _free_port
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port that nothing listens on right now, outside the kernel's ephemeral range (the
+    service's own choice, serve/http_front.py: a port from that range can be taken meanwhile)."""
+    return _free_port()
