@@ -138,23 +138,25 @@ def free_port(range_file: Path = EPHEMERAL_RANGE_FILE) -> int:
     range, free when chosen, can go to any outgoing connection before the server meant to bind it
     starts (CI: HAProxy's stats port, taken in the minute its start took beside other tests)."""
     low, high = ephemeral_range(range_file)
-    outside = [(_LOWEST_PORT, low - 1), (high + 1, 65535)]
-    spans = [(first, last) for first, last in outside if first <= last]
-    for _ in range(200):
-        first, last = random.choice(spans) if spans else (0, -1)
-        if first > last:
-            break
+    spans = [(first, last) for first, last in ((_LOWEST_PORT, low - 1), (high + 1, 65535)) if first <= last]
+    for _ in range(200 if spans else 0):
+        first, last = random.choice(spans)
         port = random.randint(first, last)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("", port))
-            except OSError:
-                continue  # in use: another
+        if _bindable(port):
             return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # no range outside: the OS's choice
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # nothing free outside: the OS's choice
         sock.bind(("", 0))
         chosen: int = sock.getsockname()[1]
         return chosen
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+        return True
 
 
 @dataclass

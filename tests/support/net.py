@@ -1,11 +1,8 @@
-"""Loopback ports for servers a test starts."""
+"""Loopback ports for servers a test starts: the service's own choice (serve/http_front.py), outside
+the kernel's ephemeral range, where a port free when chosen can be taken before the server binds it."""
 
 from __future__ import annotations
 
-from engram.serve.http_front import free_port as _free_port
+from engram.serve.http_front import free_port
 
-
-def free_port() -> int:
-    """A TCP port that nothing listens on right now, outside the kernel's ephemeral range (the
-    service's own choice, serve/http_front.py: a port from that range can be taken meanwhile)."""
-    return _free_port()
+__all__ = ["free_port"]
