@@ -16,10 +16,9 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, TypeVar, cast
 
-import numpy as np
 from fastapi import FastAPI
 from pydantic import BaseModel
 from ray import serve
@@ -53,6 +52,7 @@ from engram.serve.replica_loopback import bind_replica_grpc_to_loopback
 from engram.serve.scaling import replica_options
 from engram.serve.settings_update import apply_overrides
 from engram.serve.shard import ShardActor, shard_options
+from engram.serve.shard_vectors import ShardVectors
 from engram.serve.sweep_scheduler import start_scheduler
 from engram.serve.switch_gate import GatedBackend
 from engram.serve.tracing import continue_trace, sync_tracing
@@ -108,18 +108,6 @@ def shard_actors(settings: Settings) -> list[ActorHandle[Any]]:
         ShardActor.options(**shard_options(settings, i)).remote(settings, i)  # type: ignore[attr-defined]
         for i in range(settings.serve.shard_count)
     ]
-
-
-class _ShardVectors:
-    """Vectors for recall snapshots, read through the shard that owns the vector store."""
-
-    def __init__(self, shards: Sequence[ActorHandle[Any]]) -> None:
-        self._shards = shards
-
-    async def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        # Every shard reaches the same vectors (one milvus-lite owner, or one Milvus server).
-        result: dict[str, np.ndarray] = await self._shards[0].get_vectors.remote(list(memory_ids))
-        return result
 
 
 @serve.deployment(name="Recall", max_ongoing_requests=100)
@@ -201,7 +189,8 @@ class RecallDeployment:
     def _get(self) -> Recaller:
         # Engines are created lazily on the replica's own event loop (DESIGN, Ray facts).
         if self._recaller is None:
-            self._recaller = build_recaller(self.settings, _ShardVectors(self._shards), self._embedder)
+            vectors = ShardVectors([shard.get_vectors.remote for shard in self._shards])
+            self._recaller = build_recaller(self.settings, vectors, self._embedder)
         return self._recaller
 
     async def recall(self, request: RecallRequest) -> RecallResponse | EngramError:
