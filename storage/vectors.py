@@ -184,9 +184,16 @@ class MilvusVectorStore:
         index = self._client.prepare_index_params()
         # FLAT is exact under any filter; with COSINE the search distance is the cosine similarity.
         index.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
-        self._client.create_collection(
-            self._collection, schema=schema, index_params=index, consistency_level="Strong"
-        )
+        if self._is_server:
+            self._client.create_collection(
+                self._collection, schema=schema, index_params=index, consistency_level="Strong"
+            )
+            return
+        # pymilvus waits for a new index by sleeping 0.5 s before its first look; a FLAT index on
+        # an empty milvus-lite collection is ready at once (a fresh data directory, each test's
+        # stores). The load that follows (``_open``) is what readers wait for.
+        self._client.create_collection(self._collection, schema=schema, consistency_level="Strong")
+        self._client.create_index(self._collection, index, sync=False)
 
     def _check_dim(self) -> None:
         described = self._client.describe_collection(self._collection)

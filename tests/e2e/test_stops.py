@@ -6,12 +6,15 @@ is stopped one way, and within 30 s nothing of the run may be alive and neither 
 the next start on the same data must come up and finish every write acknowledged before the stop,
 each exactly once, and is then the run the next way stops. A chain rather than a fresh directory
 per stop: each start after the first also recovers what the stop before it left (five stops, six
-starts, instead of ten starts; the suite's time is bounded, .ci/run).
+starts, instead of ten starts; the suite's time is bounded, .ci/run). The last link is a crash that
+nothing can clean up after (kill -9 of engram serve and its server at once), which the next start
+must reclaim: seven starts in all.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -19,12 +22,13 @@ from pathlib import Path
 import pytest
 
 from engram.loadtest.stops import STOPS, ServeRun
+from engram.storage.processes import is_alive
 from tests.e2e.make_run import GONE_WITHIN_S, make_run, run_config, start, stop_cleanly
 from tests.e2e.recovery import accept_adds, assert_all_done_exactly_once, unfinished_users
 from tests.support.crash_facts import FACTS
 from tests.support.net import free_port
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_service]
 
 USERS_PER_STOP = 6
 
@@ -33,6 +37,7 @@ def test_every_stop_leaves_nothing_and_the_next_start_finishes_every_write(tmp_p
     config, data_dir, ports = run_config(tmp_path)
     url = f"http://127.0.0.1:{ports[0]}"
     run = start(config, data_dir, ports)
+    crashed: ServeRun | None = None
     report = []
     try:
         _assert_a_second_start_is_refused(run, config, data_dir)
@@ -62,10 +67,44 @@ def test_every_stop_leaves_nothing_and_the_next_start_finishes_every_write(tmp_p
             report.append(
                 f"{how}: gone in {took:.1f} s, {in_flight} of {USERS_PER_STOP} users had writes in flight"
             )
+        crashed = run
+        run = _crash_and_reclaim(crashed, config, data_dir, ports)
         stop_cleanly(run)
     finally:
         run.kill_everything()
+        if crashed is not None:
+            crashed.kill_everything()
     print("; ".join(report))
+
+
+def _crash_and_reclaim(run: ServeRun, config: Path, data_dir: Path, ports: list[int]) -> ServeRun:
+    """kill -9 of engram serve and of its server at once (the OOM killer, ``pkill -9``): nothing of
+    the run can clean up; Ray's agents and HAProxy outlive them. The next start (returned) finds them
+    by the run's record, ends them, says so, and finishes every acknowledged write."""
+    url = f"http://127.0.0.1:{ports[0]}"
+    accepted = accept_adds(url, [f"kill9-{i}" for i in range(USERS_PER_STOP)])
+    assert unfinished_users(url, accepted) > 0, "nothing in flight to crash into"
+    assert run.record is not None
+    record = run.record
+    top = [p for p in run.snapshot() if p.pid in (record.supervisor_pid, record.server_pid)]
+    assert len(top) == 2, top
+    for pid in (record.supervisor_pid, record.server_pid):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while any(is_alive(p) for p in top) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the kernel ends a SIGKILLed process at once; bounded
+    assert run.process.wait(timeout=30) != 0
+    crashed_left = record.processes()
+    assert crashed_left, "the crash left nothing behind: nothing for the start to reclaim"
+
+    second = start(config, data_dir, ports)
+    output = second.output.text()
+    assert f"reclaimed what run {record.run_id} left" in output, output[-3000:]
+    assert not [p for p in crashed_left if is_alive(p)], "the start left the crashed run's processes"
+    assert not record.processes()
+    assert not any(Path(d).exists() for d in record.run_dirs)
+    assert_all_done_exactly_once(url, accepted, facts_per_user=len(FACTS))
+    return second
 
 
 def _assert_a_second_start_is_refused(first: ServeRun, config: Path, data_dir: Path) -> None:

@@ -28,7 +28,7 @@ from engram.models.settings import Settings
 from engram.serve.supervisor import FORCE_MARGIN_S
 from tests.support.net import free_port
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_service]
 
 UNIT = Path(__file__).resolve().parents[2] / "cluster" / "systemd" / "engram.service"
 INSTALLED_VENV = "/opt/engram/.venv"

@@ -9,7 +9,8 @@ import pytest
 
 from engram.actors.memory_service import MemoryService
 from engram.actors.snapshot import SnapshotCache
-from engram.models.api import DeleteRequest
+from engram.models.api import AddStructuredRequest, DeleteRequest
+from engram.models.enums import MemType, Ownership
 from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.service import remember
@@ -38,9 +39,18 @@ async def test_warm_loads_the_most_recently_active_users(
 
 
 async def _fill(service: MemoryService, user: str, count: int, words: int = 12) -> None:
-    for i in range(count):
-        text = " ".join(f"{user}{i}w{j}" for j in range(words))
-        await remember(service, f"Fact {i} about {user}: {text}", user)
+    # One batch (one transaction) rather than a write each: the same rows, in a fraction of the time.
+    requests = [
+        AddStructuredRequest(
+            user_id=user,
+            ownership=Ownership.USER,
+            mem_type=MemType.SEMANTIC,
+            content=f"Fact {i} about {user}: " + " ".join(f"{user}{i}w{j}" for j in range(words)),
+        )
+        for i in range(count)
+    ]
+    results = await service.add_structured_batch(requests)
+    assert all(r.code == 0 for r in results), results
 
 
 async def test_the_cache_holds_no_more_bytes_than_its_bound(stores: Stores, service: MemoryService) -> None:

@@ -59,7 +59,8 @@ def test_haproxy_is_the_default_and_gets_files_and_ports_of_its_own() -> None:
             assert len(str(path.parent / node / path.name).encode()) <= 97
         assert environ["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == str(DRAIN_S)
         # The access log goes to a Unix socket of this start: Serve's UDP default made HAProxy open a
-        # socket on every interface (test_loopback_only failed beside a CPU hog).
+        # socket on every interface (tests/e2e/test_embedded_run.py's loopback test failed beside a
+        # CPU hog).
         assert environ["RAY_SERVE_HAPROXY_LOG_TARGET"] == str(front.run_dir / "access-log.sock")
         assert dict(front.environment).items() <= environ.items()
     finally:
