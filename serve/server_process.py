@@ -45,6 +45,8 @@ from engram.storage.processes import (
 from engram.storage.run_record import read_record, remove_record
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# How long a stop signal that another thread received may wait for the main thread to act on it.
+STOP_POLL_S = 0.5
 # Time kept back from the stop's bound for Serve's and Ray's own shutdown after the shards close.
 _SHUTDOWN_RESERVE_S = 6.0
 
@@ -108,6 +110,17 @@ class Stopper:
         """The stop ended within its bound."""
         if self._timer is not None:
             self._timer.cancel()
+
+
+def wait_for_stop(poll_s: float = STOP_POLL_S) -> NoReturn:
+    """Until a stop signal's handler raises ``StopRequested`` in this (the main) thread.
+
+    Not ``signal.pause()``: the kernel may hand a signal sent to the process to any of its threads
+    (the supervisor watch's own ``kill``, one of Ray's), and then pause() never returns, while
+    Python runs the handler only once the main thread runs again: a supervisor killed with SIGKILL
+    left the whole run up (CI). A sleep ends within ``poll_s`` and the handler runs then."""
+    while True:
+        time.sleep(poll_s)
 
 
 def watch_parent(fd: int) -> None:
@@ -187,8 +200,7 @@ def serve_until_stopped(settings: Settings, stopper: Stopper) -> int:
                 f"Engram listens on http://{settings.serve.host}:{settings.serve.port} (Ctrl-C stops it)",
                 flush=True,
             )
-            while True:
-                signal.pause()  # until a stop signal raises StopRequested
+            wait_for_stop()
     except (StopRequested, KeyboardInterrupt):
         pass
     except SystemExit:  # Ray's SIGTERM handler, had the signal come during ray.init

@@ -56,9 +56,11 @@ def _parent(trace_id: str, span_id: str = "00f067aa0ba902b7") -> str:
     return f"00-{trace_id}-{span_id}-01"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def traced_app(engram_app: RunningApp) -> Iterator[TraceReceiver]:
-    """The session's app with tracing on (by user_config, as an operator turns it on), off after."""
+    """The session's app with tracing on (by user_config, as an operator turns it on), off after;
+    once for the module (each deploy restarts the replicas: ~15 s on a loaded machine), the tests
+    telling their spans apart by trace id."""
     with trace_receiver() as receiver:
         on = {"enabled": True, "otlp_endpoint": receiver.endpoint, "export_delay_ms": 100}
         deploy(engram_app.settings, {"tracing": on})

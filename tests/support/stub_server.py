@@ -10,7 +10,9 @@ find. ``--mode``:
 - ``lingering``: as obedient, with a thread that never ends still running when it exits (as Ray's
   native threads can be after its shutdown);
 - ``hidden``: as careless, but the grandchild carries no marker (as a Ray agent that wrote over its
-  environment): only its ancestry makes it the run's. Its pid is written to ``<data_dir>/hidden``.
+  environment): only its ancestry makes it the run's. Its pid is written to ``<data_dir>/hidden``;
+- ``deaf``: as obedient, with the stop signals blocked in the main thread, so that the kernel hands
+  every one to another thread (as it may whenever the main thread has a signal pending).
 
 Each signal it receives is appended to ``<data_dir>/signals`` so a test can count them.
 """
@@ -28,13 +30,21 @@ from types import FrameType
 from typing import NoReturn
 
 from engram.models.settings import Settings
-from engram.serve.server_process import Stopper, StopRequested, _end_leftovers, exit_now, watch_parent
+from engram.serve.server_process import (
+    STOP_SIGNALS,
+    Stopper,
+    StopRequested,
+    _end_leftovers,
+    exit_now,
+    wait_for_stop,
+    watch_parent,
+)
 
 
 def main() -> NoReturn:
     parser = argparse.ArgumentParser()
     parser.add_argument("--parent-fd", type=int, required=True)
-    modes = ("obedient", "careless", "stubborn", "hidden", "lingering")
+    modes = ("obedient", "careless", "stubborn", "hidden", "lingering", "deaf")
     parser.add_argument("--mode", choices=modes, required=True)
     parser.add_argument("--data-dir", type=Path, required=True)
     args = parser.parse_args()
@@ -57,16 +67,17 @@ def main() -> NoReturn:
     sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
     grandchild = subprocess.Popen(sleeper, start_new_session=True, env=env)
     (args.data_dir / "hidden").write_text(str(grandchild.pid))
+    if args.mode == "deaf":  # after the watch thread and the grandchild started: neither inherits it
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         # Inside the try, as in the real server: a stop signal can arrive the moment it is printed.
         print("Engram listens on stub", flush=True)
-        while True:
-            signal.pause()
+        wait_for_stop()
     except StopRequested:
         pass
     stopper.begin()
     print("stopping Engram ...", file=sys.stderr, flush=True)
-    if args.mode in ("obedient", "lingering"):
+    if args.mode in ("obedient", "lingering", "deaf"):
         _end_leftovers(settings, stopper)
     if args.mode == "lingering":
         threading.Thread(target=threading.Event().wait, name="never-ends").start()
