@@ -98,12 +98,16 @@ def _crash_and_reclaim(run: ServeRun, config: Path, data_dir: Path, ports: list[
     assert crashed_left, "the crash left nothing behind: nothing for the start to reclaim"
 
     second = start(config, data_dir, ports)
-    output = second.output.text()
-    assert f"reclaimed what run {record.run_id} left" in output, output[-3000:]
-    assert not [p for p in crashed_left if is_alive(p)], "the start left the crashed run's processes"
-    assert not record.processes()
-    assert not any(Path(d).exists() for d in record.run_dirs)
-    assert_all_done_exactly_once(url, accepted, facts_per_user=len(FACTS))
+    try:
+        output = second.output.text()
+        assert f"reclaimed what run {record.run_id} left" in output, output[-3000:]
+        assert not [p for p in crashed_left if is_alive(p)], "the start left the crashed run's processes"
+        assert not record.processes()
+        assert not any(Path(d).exists() for d in record.run_dirs)
+        assert_all_done_exactly_once(url, accepted, facts_per_user=len(FACTS))
+    except BaseException:
+        second.kill_everything()  # the caller holds only the crashed run
+        raise
     return second
 
 
