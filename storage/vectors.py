@@ -20,6 +20,7 @@ from pymilvus import DataType, MilvusClient
 
 from engram.models.domain import Memory
 from engram.models.enums import Level, MemType, Ownership
+from engram.storage import lite_server
 from engram.storage.lite_compaction import compact_lite
 from engram.storage.vector_filters import (
     KEY_LEN,
@@ -158,6 +159,8 @@ class MilvusVectorStore:
         if not self._is_server:
             Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
         self._client = MilvusClient(uri=self._uri, token=self._token)
+        if not self._is_server:
+            lite_server.opened(self._uri)
         if self._client.has_collection(self._collection):
             self._check_dim()
         else:
@@ -225,6 +228,8 @@ class MilvusVectorStore:
         finally:
             self._client = None
             client.close()
+            if not self._is_server:
+                lite_server.closed(self._uri)
 
     def _row(self, record: VectorRecord) -> dict[str, Any]:
         vector = np.asarray(record.vector, dtype=np.float32)

@@ -260,16 +260,20 @@ async def test_reembed_killed_midway_resumes_and_leaves_each_memory_on_the_new_m
             )
         )
         env = {**os.environ, "ENGRAM_CONFIG": str(config)}
-        # milvus-lite keeps serving a data dir in the process that opened it (this one) until that
-        # process exits, lock included, as a running app would: the command says what to do.
-        held = await asyncio.create_subprocess_exec(
-            *engram, "reembed", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
-        )
-        _, err = await asyncio.wait_for(held.communicate(), timeout=120)
-        assert held.returncode == 2 and b"--address" in err
+        # A running app serves the data dir (milvus-lite's server in its process, lock included):
+        # the command says what to do instead.
         from milvus_lite.server_manager import server_manager_instance
 
-        server_manager_instance.release_server(str(data / "vectors.db"))
+        served = str(data / "vectors.db")
+        server_manager_instance.start_and_get_uri(served)
+        try:
+            held = await asyncio.create_subprocess_exec(
+                *engram, "reembed", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
+            )
+            _, err = await asyncio.wait_for(held.communicate(), timeout=120)
+        finally:
+            server_manager_instance.release_server(served)
+        assert held.returncode == 2 and b"--address" in err
         first = await asyncio.create_subprocess_exec(
             *engram, "reembed", "--batch-users", "1", stdout=asyncio.subprocess.PIPE, env=env
         )

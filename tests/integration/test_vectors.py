@@ -324,3 +324,26 @@ async def test_writes_across_lite_flush_boundaries_survive_restart(tmp_path: Pat
         ]
     finally:
         await reopened.close()
+
+
+async def test_the_last_store_to_close_stops_milvus_lite_serving_its_directory(tmp_path: Path) -> None:
+    """pymilvus' close leaves milvus-lite's in-process server (threads, engine, the directory's
+    lock) running: every test leaked one, and a closed store kept other processes out."""
+    from milvus_lite.server_manager import server_manager_instance
+
+    path = str(tmp_path / "vectors.db")
+    first, second = (MilvusVectorStore(path, "served", 4) for _ in range(2))
+    await first.start()
+    await second.start()
+    served = server_manager_instance._servers  # milvus-lite's own table of served directories
+    await first.close()
+    assert str(tmp_path / "vectors.db") in served, "still used by the second store"
+    await second.close()
+    assert str(tmp_path / "vectors.db") not in served
+    # Served again on the next open, with what was written before.
+    again = MilvusVectorStore(path, "served", 4)
+    await again.start()
+    try:
+        assert await again.count() == 0
+    finally:
+        await again.close()
