@@ -27,7 +27,7 @@ from engram.loadtest.stops import ServeRun
 from engram.storage.processes import all_processes
 from tests.e2e.conftest import RunningApp
 from tests.e2e.make_run import run_config, start, stop_cleanly
-from tests.support.sockets import listeners_of
+from tests.support.sockets import listeners_of, socket_table
 
 pytestmark = pytest.mark.e2e
 
@@ -93,15 +93,11 @@ def test_a_second_run_listens_on_no_port_of_the_first(engram_app: RunningApp, ru
 
 
 def _listeners() -> dict[int, set[str]]:
-    """Listening TCP sockets of this machine: port -> the IPv4 addresses bound (``/proc/net/tcp``)."""
+    """Listening IPv4 TCP sockets of this machine: port -> the addresses bound."""
     found: dict[int, set[str]] = {}
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        local, state = line.split()[1], line.split()[3]
-        if state != "0A":  # LISTEN
-            continue
-        address, port = local.split(":")
-        ip = ".".join(str(int(address[i : i + 2], 16)) for i in (6, 4, 2, 0))
-        found.setdefault(int(port, 16), set()).add(ip)
+    for table, address, port in socket_table().values():
+        if table == "tcp":
+            found.setdefault(port, set()).add(address)
     return found
 
 
