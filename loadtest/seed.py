@@ -9,17 +9,22 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
-from collections import Counter
 from datetime import timedelta
 
+import numpy as np
+
 from engram.models.domain import utcnow
-from engram.models.enums import Level, MemType, OpSource, OpType, Ownership
+from engram.models.enums import Level, MemType, OpSource, Ownership
 from engram.models.hashing import content_hash
 from engram.models.rules.capacity import counter_deltas
 from engram.models.rules.records import new_memory
 from engram.models.settings import Settings
+from engram.storage.embedders import Embedder
 from engram.storage.stores import open_stores
-from engram.storage.vectors import vector_record
+from engram.storage.vectors import VectorRecord, vector_record
+
+# Vectors written to the index per upsert (several users' at once).
+_VECTOR_BATCH = 5_000
 
 _SUBJECTS = [
     "pizza",
@@ -60,16 +65,25 @@ def fact(rng: random.Random, n: int) -> str:
     return f"{rng.choice(_TEMPLATES).format(s=rng.choice(_SUBJECTS))} (note {n})"
 
 
-async def seed(settings: Settings, users: int, memories: int, *, progress: bool = True) -> int:
-    """Write ``users`` x ``memories`` memories for users lt-0 .. lt-(users-1); returns the count."""
-    stores = await open_stores(settings)
+async def seed(
+    settings: Settings, users: int, memories: int, *, progress: bool = True, embedder: Embedder | None = None
+) -> int:
+    """Write ``users`` x ``memories`` memories for users lt-0 .. lt-(users-1); returns the count
+    (``embedder``: one already loaded, else the settings' own)."""
+    stores = await open_stores(settings, embedder=embedder)
     rng = random.Random(7)
     written = 0
+    # The texts repeat across users (templates x subjects x note number), and a text's vector is
+    # the same whoever holds it: 10,000 users of 100 embed 16,000 texts, not a million.
+    known: dict[str, np.ndarray] = {}
+    pending: list[VectorRecord] = []
     try:
         for u in range(users):
             user_id = f"lt-{u}"
             texts = [fact(rng, n) for n in range(memories)]
-            vectors = await stores.embedder.embed(texts)
+            new = [t for t in dict.fromkeys(texts) if t not in known]
+            if new:
+                known.update(zip(new, await stores.embedder.embed(new), strict=True))
             now = utcnow()
             async with stores.metadata.transaction() as tx:
                 key = (await tx.keys.cipher(user_id)).hash_key
@@ -89,17 +103,15 @@ async def seed(settings: Settings, users: int, memories: int, *, progress: bool 
                     )
                     for text in texts
                 ]
-                deltas: Counter[str] = Counter()
-                for row in rows:
-                    await tx.memories.insert(row)
-                    await tx.changes.add(
-                        row, OpType.ADD, OpSource.SYSTEM, "load-test seed", now, content_after=row.content
-                    )
-                deltas.update(counter_deltas(rows, +1))
-                await tx.counters.add(user_id, deltas)
+                await tx.memories.insert_many(rows)
+                await tx.changes.add_new_memories(rows, OpSource.SYSTEM, "load-test seed", now)
+                await tx.counters.add(user_id, counter_deltas(rows, +1))
                 await tx.versions.bump(user_id)
-            await stores.vectors.upsert([vector_record(r, vectors[i]) for i, r in enumerate(rows)])
+            pending.extend(vector_record(row, known[row.content or ""]) for row in rows)
             written += len(rows)
+            if len(pending) >= _VECTOR_BATCH or u + 1 == users:
+                await stores.vectors.upsert(pending)
+                pending = []
             if progress and (u + 1) % 50 == 0:
                 print(f"seeded {u + 1}/{users} users ({written} memories)", file=sys.stderr, flush=True)
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -177,9 +178,12 @@ class ServeRun:
             time.sleep(0.1)  # polling processes and ports, bounded by limit_s
 
     def kill_everything(self) -> None:
-        """After a failed check: end whatever of the run is left, so the next test starts clean."""
+        """After a failed check: end whatever of the run is left, and the run directories it
+        recorded (nothing of it can remove them after a SIGKILL), so the next test starts clean."""
         if self.process.poll() is None:
             self.snapshot()
         end_processes(self.leftovers().processes, grace_s=2.0, first=signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
+        for run_dir in self.record.run_dirs if self.record is not None else []:
+            shutil.rmtree(run_dir, ignore_errors=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.loadtest.stops import Output
+from engram.loadtest.stops import Output, ServeRun
 from engram.storage.processes import RUN_ID_ENV, ProcessInfo, is_alive, processes_of_run, read_process
 from engram.storage.run_record import RunLock, RunRecord, read_record, write_record
 from tests.support.net import free_port
@@ -240,3 +240,17 @@ def test_a_start_names_the_pid_that_holds_its_port_and_exits_2(
         assert run.wait() == 2
     assert f"is held by pid {os.getpid()}" in run.output.text()
     assert read_record(tmp_path / "data") is None, "nothing was started, nothing recorded"
+
+
+def test_the_test_tools_kill_of_a_run_ends_it_and_removes_its_run_directories(tmp_path: Path) -> None:
+    """``ServeRun.kill_everything``, the tests' failure path: a SIGKILLed run cannot remove its own
+    HTTP front's directory, so the kill does."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    run_dir = tmp_path / "engram-hp-killed"
+    run_dir.mkdir()
+    run = ServeRun([sys.executable, "-c", "import time; time.sleep(600)"], data_dir, [], os.environ)
+    run.record = RunRecord("killed-run", run.process.pid, 1, 1, 0, run_dirs=[str(run_dir)])
+    run.kill_everything()
+    assert run.process.poll() == -signal.SIGKILL
+    assert not run_dir.exists()
