@@ -98,6 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="engram bench cold", description=__doc__)
     parser.add_argument("--sizes", default="100,500,2000", help="memories per user, comma-separated")
     parser.add_argument("--users", type=int, default=40, help="users seeded per size")
+    parser.add_argument(
+        "--measure-users",
+        type=int,
+        help="recall only the first N of the seeded users (default: all; a large store, a sample of it)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="cold + warm recalls of each user")
     parser.add_argument(
         "--seed-cache", type=Path, required=True, help="seeded data directories, kept and reused"
@@ -109,11 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="recall.cold_min_memories (default: the setting's default; 0 answers every first recall cold)",
     )
     args = parser.parse_args(argv)
+    measured = min(args.users, args.measure_users or args.users)
     for size in (int(s) for s in args.sizes.split(",")):
         data_dir = seeded(args.seed_cache, args.users, size)
         figures: dict[str, Any] = {
             "memories": size,
-            **asyncio.run(measure(data_dir, args.users, args.rounds, args.cold_min_memories)),
+            **asyncio.run(measure(data_dir, measured, args.rounds, args.cold_min_memories)),
         }
         print(json.dumps(figures), flush=True)
     return 0

@@ -29,6 +29,16 @@ def test_cold_and_warm_recalls_are_reported_for_each_size(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cold-2x3", "cold-2x6"]  # seeded once, kept
 
 
+def test_a_sample_of_the_seeded_users_can_be_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--sizes", "6", "--users", "3", "--measure-users", "1", "--rounds", "2"]
+    assert main([*args, "--seed-cache", str(tmp_path), "--cold-min-memories", "0"]) == 0
+    (figures,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert figures["recalls_each"] == 2  # one user of three, 2 rounds
+    assert [p.name for p in tmp_path.iterdir()] == ["cold-3x6"]  # all three seeded
+
+
 def test_percentiles_are_nearest_rank() -> None:
     values = [float(v) for v in range(1, 101)]
     assert (percentile(values, 0.5), percentile(values, 0.99), percentile([7.0], 0.99)) == (50.0, 99.0, 7.0)
