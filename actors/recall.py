@@ -144,7 +144,7 @@ class Recaller:
                 return held
             read = await self.cold.read(user_id)
             if read is None:
-                return await self.snapshots.load(user_id)
+                return await self.snapshots.load_on_demand(user_id)
             TRACING.annotate("engram.snapshot", "cold")
             return read
 

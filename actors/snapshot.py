@@ -151,18 +151,44 @@ class SnapshotCache:
 
     async def load(self, user_id: str) -> UserSnapshot:
         """Build the user's snapshot from the stores and hold it."""
+        snapshot = await self._read(user_id)
+        self._admit(user_id, snapshot)
+        return snapshot
+
+    async def load_on_demand(self, user_id: str) -> UserSnapshot:
+        """Build the snapshot a recall of a cold user needs (a small one: ``cold_min_memories``).
+        It is held while the cache has room; a full cache holds it only for a user who came back
+        (its ``admit_after``-th recall while remembered, as ``missed`` counts), so that users
+        recalled once do not push out those who return (skewed traffic, #30)."""
+        snapshot = await self._read(user_id)
+        seen = self._cold.pop(user_id, 0) + 1
+        if user_id in self._cache or seen >= self._admit_after or not self._full_with(snapshot):
+            self._admit(user_id, snapshot)
+            return snapshot
+        self._cold[user_id] = seen
+        while len(self._cold) > self._max_users:
+            self._cold.popitem(last=False)
+        return snapshot
+
+    async def _read(self, user_id: str) -> UserSnapshot:
         started = time.perf_counter()
         METRICS.snapshot_cache.inc(1, {"event": "miss"})
         async with self._metadata.transaction(readonly=True) as tx:
-            version = await tx.versions.read(user_id)
-            rows = await tx.memories.with_status(user_id, RECALLABLE)
-            copies = await vector_copies.for_user(tx, user_id)
+            if self._quick is not None:
+                # A read never makes a key (P8): without one, nothing opens and nothing is recalled.
+                cipher = await tx.keys.existing(user_id)
+            else:
+                version = await tx.versions.read(user_id)
+                rows = await tx.memories.with_status(user_id, RECALLABLE)
+                copies = await vector_copies.for_user(tx, user_id)
+        if self._quick is not None:
+            # Half a load's time on a store of a million memories was SQLAlchemy's (#30).
+            version, rows, copies = self._quick.snapshot_rows(user_id, RECALLABLE, cipher)
         snapshot = await self._build(version, [m for m in rows if m.content is not None], copies)
         METRICS.snapshot_cache.inc(1, {"event": "load"})
         TRACING.annotate("engram.snapshot", "load")
         self.loads += 1
         METRICS.snapshot_load.observe((time.perf_counter() - started) * 1000)
-        self._admit(user_id, snapshot)
         return snapshot
 
     def missed(self, user_id: str) -> None:
@@ -249,6 +275,11 @@ class SnapshotCache:
             self._bytes -= evicted.nbytes
             METRICS.snapshot_cache.inc(1, {"event": "eviction"})
         METRICS.snapshot_bytes.set(self._bytes)
+
+    def _full_with(self, snapshot: UserSnapshot) -> bool:
+        """Whether holding ``snapshot`` would push another one out."""
+        too_many = len(self._cache) >= self._max_users
+        return too_many or (self._max_bytes is not None and self._bytes + snapshot.nbytes > self._max_bytes)
 
     def _over_bounds(self) -> bool:
         too_many = len(self._cache) > self._max_users

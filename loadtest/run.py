@@ -57,13 +57,15 @@ def run(
     tracing: bool = False,
     skew: str = "uniform",
     snapshots: SnapshotBounds | None = None,
+    recall_replicas: int = 1,
 ) -> dict[str, Any]:
     """Run one load test and return its figures (``recall_rps``: the offered recall rate, or the
     offered write rate of a mix without recall; ``niceness``: locust's, 19 so that it yields to
     the server it loads on the same machine; ``tracing``: the app it starts sends every span to
     an OTLP sink in this process, and ``spans`` counts them; ``skew``: whose memories each request
     is for, ``uniform`` or ``zipf:<s>``; ``snapshots``: the Recall replica's snapshot cache bounds
-    in the app it starts, whose cold share, snapshot bytes and resident memory are reported)."""
+    in the app it starts, whose cold share, snapshot bytes and resident memory are reported;
+    ``recall_replicas``: fixed Recall replicas of the app it starts)."""
     weights = parse_mix(mix)
     parse_skew(skew)
     started_here = None
@@ -73,7 +75,13 @@ def run(
         if url is None or not answers(url):
             endpoint = sink.endpoint if sink is not None else None
             started_here = start_app(
-                users, memories, seed_cache, http_front, tracing_endpoint=endpoint, snapshots=snapshots
+                users,
+                memories,
+                seed_cache,
+                http_front,
+                tracing_endpoint=endpoint,
+                snapshots=snapshots,
+                recall_replicas=recall_replicas,
             )
             url = started_here[0]
         try:
@@ -205,6 +213,7 @@ def start_app(
     *,
     tracing_endpoint: str | None = None,
     snapshots: SnapshotBounds | None = None,
+    recall_replicas: int = 1,
 ) -> tuple[str, StartedApp]:
     """Seed, then start both Serve applications on a Ray of their own (``http_front``: as
     ``serve.http_front``; the embedded default is HAProxy; ``tracing_endpoint``: tracing on, every
@@ -213,11 +222,11 @@ def start_app(
     data_dir = seeded_copy(users, memories, seed_cache)
     settings = Settings(
         storage={"data_dir": data_dir},
-        # One fixed Recall replica, as the R7 figures were measured (docs/benchmarks.md).
+        # Fixed Recall replicas (one by default, as the R7 figures were measured: docs/benchmarks.md).
         serve={
             "port": free_port(),
             "app_name": "engram-loadtest",
-            "recall_replicas": 1,
+            "recall_replicas": recall_replicas,
             "recall_autoscaling": None,
             "http_front": http_front,
         },
@@ -365,6 +374,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--snapshot-mib", type=int, help="recall.snapshot_cache_bytes, in MiB, of the app it starts"
     )
+    parser.add_argument(
+        "--recall-replicas", type=int, default=1, help="fixed Recall replicas of the app it starts"
+    )
     args = parser.parse_args(argv)
     figures = run(
         args.users,
@@ -378,6 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracing=args.tracing,
         skew=args.skew,
         snapshots=SnapshotBounds(args.snapshot_users, args.snapshot_mib),
+        recall_replicas=args.recall_replicas,
     )
     print(json.dumps(figures))
     return 0 if figures["errors"] == 0 else 1

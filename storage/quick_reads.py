@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, and_, bindparam, select
+import numpy as np
+from sqlalchemy import JSON, Boolean, and_, bindparam, func, select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.sql import Select
@@ -28,7 +29,7 @@ from engram.storage.crypto import ContentCipher
 from engram.storage.repositories.memories import RecallBookkeeping
 from engram.storage.repositories.rows import memory_from_row
 from engram.storage.schema import UTCDateTime, memories, switches, user_versions
-from engram.storage.vector_copies import placed_statement
+from engram.storage.vector_copies import copies_statement, opened_copies, placed_statement
 
 
 def _sqlite_text(statement: Select[Any]) -> str:
@@ -54,6 +55,9 @@ BOOKKEEPING_SQL = _sqlite_text(
 )
 
 PLACED_SQL = _sqlite_text(placed_statement())
+COPIES_SQL = _sqlite_text(copies_statement())
+# The statuses' placeholders are added per call.
+COUNT_SQL = _sqlite_text(select(func.count()).where(memories.c.user_id == bindparam("user_id")))
 # Whole memory rows by id; the ids' placeholders are added per call (at most _IDS_PER_QUERY).
 MEMORIES_SQL = _sqlite_text(select(memories).where(memories.c.user_id == bindparam("user_id")))
 _IDS_PER_QUERY = 500
@@ -103,6 +107,30 @@ class QuickReader:
         """The rows of ``vector_copies.placed_statement`` for one user, sealed (``opened_placed``
         opens them): a cold recall's first read without SQLAlchemy's per-row work."""
         return self._connection().execute(PLACED_SQL, (user_id,)).fetchall()
+
+    def count_with_status(self, user_id: str, statuses: Sequence[Status]) -> int:
+        """How many of the user's memories are in ``statuses`` (nothing read but the index)."""
+        sql = f"{COUNT_SQL} AND memories.status IN ({', '.join('?' * len(statuses))})"
+        row = self._connection().execute(sql, (user_id, *(s.value for s in statuses))).fetchone()
+        return int(row[0]) if row else 0
+
+    def snapshot_rows(
+        self, user_id: str, statuses: Sequence[Status], cipher: ContentCipher | None
+    ) -> tuple[int, list[Memory], dict[str, np.ndarray]]:
+        """The user's version, memories in ``statuses`` and opened vector copies, read in one read
+        transaction: what a snapshot load reads through ``tx.memories.with_status`` and
+        ``vector_copies.for_user``, without SQLAlchemy's per-row work."""
+        conn = self._connection()
+        conn.execute("BEGIN")  # deferred: one consistent view of the file (WAL), no lock taken
+        try:
+            row = conn.execute(VERSION_SQL, (user_id,)).fetchone()
+            sql = f"{MEMORIES_SQL} AND memories.status IN ({', '.join('?' * len(statuses))})"
+            values = conn.execute(sql, (user_id, *(s.value for s in statuses))).fetchall()
+            sealed = conn.execute(COPIES_SQL, (user_id,)).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        rows = [memory_from_row(_typed(dict(zip(_MEMORY_COLUMNS, v, strict=True))), cipher) for v in values]
+        return (int(row[0]) if row else 0), rows, opened_copies(sealed, cipher)
 
     def memories(
         self, user_id: str, memory_ids: Sequence[str], cipher: ContentCipher | None

@@ -58,12 +58,22 @@ async def put(tx: MetadataTx, records: Sequence[VectorRecord]) -> None:
 
 async def for_user(tx: MetadataTx, user_id: str) -> dict[str, np.ndarray]:
     """Every readable vector copy of one user, by memory id."""
-    query = select(memory_vectors.c.memory_id, memory_vectors.c.vector).where(
-        memory_vectors.c.user_id == user_id
-    )
-    rows = (await tx.conn.execute(query)).all()
+    rows = (await tx.conn.execute(copies_statement(), {"user_id": user_id})).all()
     # A read never makes a key: copies sealed under a shredded one are unreadable anyway (P8).
     cipher = await tx.keys.existing(user_id) if rows else None
+    return opened_copies(rows, cipher)
+
+
+def copies_statement() -> Select[Any]:
+    """Every sealed copy of one user (``user_id`` bound at execution): what ``opened_copies`` opens."""
+    return select(memory_vectors.c.memory_id, memory_vectors.c.vector).where(
+        memory_vectors.c.user_id == bindparam("user_id")
+    )
+
+
+def opened_copies(rows: Sequence[Sequence[Any]], cipher: ContentCipher | None) -> dict[str, np.ndarray]:
+    """``(memory_id, sealed)`` rows of one user opened with their cipher, by memory id; without
+    the user's key nothing is readable: {}."""
     if cipher is None:
         return {}
     found: dict[str, np.ndarray] = {}
@@ -121,7 +131,6 @@ _PLACED = (
     memories.c.content,
     memory_vectors.c.vector,
 )
-_STATUS_COLUMN = _PLACED.index(memories.c.status)
 _LEVELS = {e.value: e for e in Level}
 _OWNERSHIPS = {e.value: e for e in Ownership}
 _MEM_TYPES = {e.value: e for e in MemType}
@@ -153,12 +162,6 @@ async def placed_for_user(tx: MetadataTx, user_id: str, statuses: Sequence[Statu
     rows = (await tx.conn.execute(placed_statement(), {"user_id": user_id})).all()
     cipher = await tx.keys.existing(user_id) if rows else None
     return opened_placed(user_id, rows, cipher, statuses)
-
-
-def count_placed(rows: Sequence[Sequence[Any]], statuses: Sequence[Status]) -> int:
-    """How many rows of ``placed_statement`` are in ``statuses`` (nothing opened)."""
-    wanted = {s.value for s in statuses}
-    return sum(1 for row in rows if row[_STATUS_COLUMN] in wanted)
 
 
 def opened_placed(

@@ -12,8 +12,9 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from engram.actors.memory_service import MemoryService
-from engram.actors.snapshot import SnapshotCache
+from engram.actors.snapshot import RECALLABLE, SnapshotCache
 from engram.models.api import DeleteRequest
+from engram.storage import vector_copies
 from engram.storage.privacy_queries import set_switch
 from engram.storage.quick_reads import BOOKKEEPING_SQL, QuickReader, open_quick_reader
 from engram.storage.stores import Stores
@@ -109,3 +110,26 @@ async def test_per_user_status_reads_search_by_user(
         for sql, args in ((BOOKKEEPING_SQL, ("u1", "ACTIVE")), (dedup, ("u1", "h", "ACTIVE"))):
             plan = " ".join(str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args))
             assert "(user_id=? AND" in plan, plan
+
+
+async def test_a_snapshots_rows_and_the_recallable_count_match_the_store(
+    stores: Stores, service: MemoryService, clock: ManualClock, quick: QuickReader
+) -> None:
+    kept = [await remember(service, text) for text in ("Likes tea", "Plays chess", "Lives in Porto")]
+    gone = await remember(service, "Owns a red bike")
+    await service.delete(DeleteRequest(user_id="u1", memory_id=gone))  # deleted: not recallable
+    await remember(service, "Likes jazz", user_id="u2")  # another user's: never read
+    async with stores.metadata.transaction(readonly=True) as tx:
+        version = await tx.versions.read("u1")
+        rows = await tx.memories.with_status("u1", RECALLABLE)
+        copies = await vector_copies.for_user(tx, "u1")
+        cipher = await tx.keys.existing("u1")
+    assert {m.memory_id for m in rows} == set(kept) and set(copies) >= set(kept)
+    read_version, read_rows, read_copies = quick.snapshot_rows("u1", RECALLABLE, cipher)
+    assert (read_version, read_rows) == (version, rows)
+    assert set(read_copies) == set(copies)
+    assert all((read_copies[m] == copies[m]).all() for m in copies)
+    assert quick.count_with_status("u1", RECALLABLE) == 3
+    assert quick.count_with_status("nobody", RECALLABLE) == 0
+    no_key = quick.snapshot_rows("u1", RECALLABLE, None)
+    assert no_key[2] == {} and all(m.content is None for m in no_key[1]), "no key, nothing opens"

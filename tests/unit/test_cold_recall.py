@@ -12,7 +12,7 @@ import pytest
 
 from engram.actors import isolation
 from engram.actors.cold_recall import answers_cold, candidates
-from engram.actors.snapshot import SnapshotCache, UserSnapshot
+from engram.actors.snapshot import SnapshotCache, UserSnapshot, assemble
 from engram.models.api import RecallRequest
 from engram.models.enums import Level, MemType, Ownership, Status
 from engram.models.settings import RecallSettings
@@ -146,3 +146,40 @@ async def test_background_loads_are_bounded_and_a_busy_cache_tries_again_next_ti
     cache.missed("c")  # turned away while busy: its next cold recall starts its load
     await cache.settled()
     assert sorted(cache.loaded) == ["a", "b", "c"]
+
+
+class _SizedCache(SnapshotCache):
+    """A cache whose reads build empty snapshots and count."""
+
+    def __init__(self, max_users: int, admit_after: int = 2) -> None:
+        super().__init__(
+            cast(Any, None),
+            cast(Any, None),
+            cast(Any, None),
+            max_users=max_users,
+            ttl_s=60,
+            admit_after=admit_after,
+        )
+        self.reads: list[str] = []
+
+    async def _read(self, user_id: str) -> UserSnapshot:
+        self.reads.append(user_id)
+        self.loads += 1
+        return assemble(1, 0.0, [], [], 4)
+
+
+async def test_a_full_cache_holds_a_loaded_user_only_when_it_comes_back() -> None:
+    cache = _SizedCache(max_users=2)
+    for user in ("hot1", "hot2"):  # room left: held at once
+        await cache.load_on_demand(user)
+    assert list(cache._cache) == ["hot1", "hot2"]
+    # Full: users recalled once are answered from the snapshot built for them and not held.
+    for user in ("once1", "once2", "once3"):
+        await cache.load_on_demand(user)
+    assert list(cache._cache) == ["hot1", "hot2"] and cache.loads == 5
+    # Coming back (the second recall while remembered) earns a place, pushing out the oldest.
+    await cache.load_on_demand("once3")
+    assert list(cache._cache) == ["hot2", "once3"]
+    # A plain load (the warm-up, a filtered recall) holds whatever the cache held before.
+    await cache.load("other")
+    assert list(cache._cache) == ["once3", "other"]
