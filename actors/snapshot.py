@@ -173,17 +173,21 @@ class SnapshotCache:
     async def _read(self, user_id: str) -> UserSnapshot:
         started = time.perf_counter()
         METRICS.snapshot_cache.inc(1, {"event": "miss"})
-        async with self._metadata.transaction(readonly=True) as tx:
-            if self._quick is not None:
+        keyring = self._metadata.keyring
+        if self._quick is not None and not keyring.separate:
+            # Half a load's time on a store of a million memories was SQLAlchemy's, and a tenth the
+            # transaction that read the key (#30): the key is read with the rows, in one transaction.
+            version, rows, copies = self._quick.snapshot_rows(user_id, RECALLABLE, keyring)
+        elif self._quick is not None:
+            async with self._metadata.transaction(readonly=True) as tx:
                 # A read never makes a key (P8): without one, nothing opens and nothing is recalled.
                 cipher = await tx.keys.existing(user_id)
-            else:
+            version, rows, copies = self._quick.snapshot_rows(user_id, RECALLABLE, cipher)
+        else:
+            async with self._metadata.transaction(readonly=True) as tx:
                 version = await tx.versions.read(user_id)
                 rows = await tx.memories.with_status(user_id, RECALLABLE)
                 copies = await vector_copies.for_user(tx, user_id)
-        if self._quick is not None:
-            # Half a load's time on a store of a million memories was SQLAlchemy's (#30).
-            version, rows, copies = self._quick.snapshot_rows(user_id, RECALLABLE, cipher)
         snapshot = await self._build(version, [m for m in rows if m.content is not None], copies)
         METRICS.snapshot_cache.inc(1, {"event": "load"})
         TRACING.annotate("engram.snapshot", "load")

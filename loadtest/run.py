@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,8 +69,8 @@ def run(
     weights = parse_mix(mix)
     parse_skew(skew)
     started_here = None
-    recall_before: dict[str, float] = {}
-    recall_after: dict[str, float] = {}
+    recall_before: list[dict[str, float]] = []
+    recall_after: list[dict[str, float]] = []
     with trace_receiver() if tracing else contextlib.nullcontext() as sink:
         if url is None or not answers(url):
             endpoint = sink.endpoint if sink is not None else None
@@ -87,10 +87,10 @@ def run(
         try:
             offered = total_rate(weights, recall_rps)
             if started_here is not None:
-                recall_before = recall_state(started_here[1].settings)
+                recall_before = recall_states(started_here[1].settings)
             stats = _locust(url, users, offered, duration_s, format_mix(weights), niceness, skew)
             if started_here is not None:
-                recall_after = recall_state(started_here[1].settings)
+                recall_after = recall_states(started_here[1].settings)
         finally:
             if started_here is not None:
                 stop_app(started_here[1])
@@ -121,23 +121,34 @@ def run(
     }
 
 
-def snapshot_figures(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
-    """The run's cold share (recalls without their user's snapshot held: answered cold, or after
-    loading it), what the Recall replica held at the end, and its resident memory; None for an app
-    this run did not start."""
+def snapshot_figures(
+    before: Sequence[Mapping[str, float]], after: Sequence[Mapping[str, float]]
+) -> dict[str, float | None]:
+    """The run's cold share over every Recall replica (recalls without their user's snapshot held:
+    answered cold, or after loading it), what the largest replica held at the end and its resident
+    memory (the bounds are per replica), and how many replicas answered; None for an app this run
+    did not start. ``before`` and ``after``: each replica's ``warm_status``, matched by ``pid``."""
     if not after:
-        return {"cold_share": None, "snapshot_mib": None, "cached_users": None, "recall_rss_mib": None}
+        return {
+            "cold_share": None,
+            "snapshot_mib": None,
+            "cached_users": None,
+            "recall_rss_mib": None,
+            "recall_replicas": None,
+        }
+    earlier = {state.get("pid"): state for state in before}
 
     def moved(key: str) -> float:
-        return after.get(key, 0.0) - before.get(key, 0.0)
+        return sum(state.get(key, 0.0) - earlier.get(state.get("pid"), {}).get(key, 0.0) for state in after)
 
     cold = moved("colds") + moved("loads") - moved("background_loads")
     answered = cold + moved("hits")
     return {
         "cold_share": round(cold / answered, 3) if answered else 0.0,
-        "snapshot_mib": round(after["cached_bytes"] / 2**20, 1),
-        "cached_users": after["cached_users"],
-        "recall_rss_mib": round(after["rss_bytes"] / 2**20, 1),
+        "snapshot_mib": round(max(state["cached_bytes"] for state in after) / 2**20, 1),
+        "cached_users": max(state["cached_users"] for state in after),
+        "recall_rss_mib": round(max(state["rss_bytes"] for state in after) / 2**20, 1),
+        "recall_replicas": float(len(after)),
     }
 
 
@@ -260,32 +271,37 @@ def _recall_bounds(users: int, bounds: SnapshotBounds) -> dict[str, int]:
     return recall
 
 
-def recall_state(settings: Settings) -> dict[str, float]:
-    """The Recall replica's ``warm_status``: snapshots held, hits and loads, resident memory."""
+def recall_states(settings: Settings, calls_per_replica: int = 50) -> list[dict[str, float]]:
+    """Each Recall replica's ``warm_status`` (snapshots held, hits and loads, resident memory): a
+    handle sends each call to one replica, so it asks until every replica has answered once."""
     from ray import serve
 
     from engram.serve.app import RecallDeployment, recall_app_name
 
     name = RecallDeployment.name  # type: ignore[attr-defined]
     handle = serve.get_deployment_handle(name, app_name=recall_app_name(settings))
-    state: dict[str, float] = handle.warm_status.remote().result()
-    return state
+    # Autoscaled replicas come and go; the runs that read these figures fix their number.
+    wanted = settings.serve.recall_replicas if settings.serve.recall_autoscaling is None else 1
+    by_pid: dict[float, dict[str, float]] = {}
+    for _ in range(calls_per_replica * wanted):
+        state: dict[str, float] = handle.warm_status.remote().result()
+        by_pid[state["pid"]] = state
+        if len(by_pid) >= wanted:
+            return [by_pid[pid] for pid in sorted(by_pid)]
+    raise RuntimeError(f"heard from {len(by_pid)} of {wanted} recall replicas")
 
 
 def wait_for_warm_snapshots(settings: Settings, limit_s: float = 600.0) -> None:
-    """Offer load once the recall replica has warmed its snapshots (steady state, not cold start)."""
-    from ray import serve
-
-    from engram.serve.app import RecallDeployment, recall_app_name
-
-    handle = serve.get_deployment_handle(RecallDeployment.name, app_name=recall_app_name(settings))  # type: ignore[attr-defined]
+    """Offer load once every recall replica has warmed its snapshots (steady state, not cold start)."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        state = handle.warm_status.remote().result()
-        if state["done"]:
+        states = recall_states(settings)
+        if all(state["done"] for state in states):
             print(
-                f"recall snapshots warm: {state['users']:.0f} users in {state['seconds']:.1f} s, "
-                f"{state['cached_bytes'] / 2**20:.0f} MiB held",
+                f"recall snapshots warm on {len(states)} replica(s): "
+                f"{sum(state['users'] for state in states):.0f} users in "
+                f"{max(state['seconds'] for state in states):.1f} s, "
+                f"{sum(state['cached_bytes'] for state in states) / 2**20:.0f} MiB held",
                 file=sys.stderr,
                 flush=True,
             )

@@ -182,9 +182,10 @@ class RecallDeployment:
         how many objects it left to the garbage collector's permanent generation; how many
         snapshots (and bytes of them) the replica holds now, how many recalls found theirs held
         (``hits``), were answered cold (``colds``) or built it (``loads``, of which
-        ``background_loads`` after cold recalls), and the replica's resident memory (``rss_bytes``)."""
+        ``background_loads`` after cold recalls), the replica's resident memory (``rss_bytes``) and
+        its process id (``pid``: which replica answered)."""
         held = self._recaller.snapshots.counts() if self._recaller is not None else SnapshotCache.nothing()
-        return {**self._warm_state, **held, "rss_bytes": float(resident_bytes())}
+        return {**self._warm_state, **held, "rss_bytes": float(resident_bytes()), "pid": float(os.getpid())}
 
     def _get(self) -> Recaller:
         # Engines are created lazily on the replica's own event loop (DESIGN, Ray facts).

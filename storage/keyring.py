@@ -88,6 +88,14 @@ class KeyRing:
         """The user's cipher, or None when they have no data key (never had one, or it was shredded)."""
         return await self._cipher(conn, user_id, create=False)
 
+    def existing_from(self, user_id: str, wrapped: bytes | None) -> ContentCipher | None:
+        """``existing_cipher`` of a wrapped key the caller read itself (None: the user has none),
+        for readers that take the key in the same read transaction as the rows it opens."""
+        if wrapped is None:
+            self._ciphers.pop(user_id, None)
+            return None
+        return self._opened(user_id, bytes(wrapped))
+
     async def ciphers_for(self, conn: AsyncConnection, user_ids: Iterable[str]) -> dict[str, ContentCipher]:
         """``cipher_for`` of several users, their stored keys checked in one read (a group commit's
         users: one read each was 14% of a shard's time under writes, #11)."""

@@ -26,9 +26,10 @@ from sqlalchemy.sql import Select
 from engram.models.domain import Memory
 from engram.models.enums import Status
 from engram.storage.crypto import ContentCipher
+from engram.storage.keyring import KeyRing
 from engram.storage.repositories.memories import RecallBookkeeping
 from engram.storage.repositories.rows import memory_from_row
-from engram.storage.schema import UTCDateTime, memories, switches, user_versions
+from engram.storage.schema import UTCDateTime, memories, switches, user_keys, user_versions
 from engram.storage.vector_copies import copies_statement, opened_copies, placed_statement
 
 
@@ -56,6 +57,7 @@ BOOKKEEPING_SQL = _sqlite_text(
 
 PLACED_SQL = _sqlite_text(placed_statement())
 COPIES_SQL = _sqlite_text(copies_statement())
+KEY_SQL = _sqlite_text(select(user_keys.c.wrapped_key).where(user_keys.c.user_id == bindparam("user_id")))
 # The statuses' placeholders are added per call.
 COUNT_SQL = _sqlite_text(select(func.count()).where(memories.c.user_id == bindparam("user_id")))
 # Whole memory rows by id; the ids' placeholders are added per call (at most _IDS_PER_QUERY).
@@ -115,20 +117,26 @@ class QuickReader:
         return int(row[0]) if row else 0
 
     def snapshot_rows(
-        self, user_id: str, statuses: Sequence[Status], cipher: ContentCipher | None
+        self, user_id: str, statuses: Sequence[Status], key: KeyRing | ContentCipher | None
     ) -> tuple[int, list[Memory], dict[str, np.ndarray]]:
         """The user's version, memories in ``statuses`` and opened vector copies, read in one read
         transaction: what a snapshot load reads through ``tx.memories.with_status`` and
-        ``vector_copies.for_user``, without SQLAlchemy's per-row work."""
+        ``vector_copies.for_user``, without SQLAlchemy's per-row work. ``key``: the user's cipher,
+        or the keyring whose keys this database holds (then the key is read in that transaction
+        too, and a shredded key opens nothing: P8)."""
         conn = self._connection()
         conn.execute("BEGIN")  # deferred: one consistent view of the file (WAL), no lock taken
         try:
             row = conn.execute(VERSION_SQL, (user_id,)).fetchone()
+            wrapped = conn.execute(KEY_SQL, (user_id,)).fetchone() if isinstance(key, KeyRing) else None
             sql = f"{MEMORIES_SQL} AND memories.status IN ({', '.join('?' * len(statuses))})"
             values = conn.execute(sql, (user_id, *(s.value for s in statuses))).fetchall()
             sealed = conn.execute(COPIES_SQL, (user_id,)).fetchall()
         finally:
             conn.execute("COMMIT")
+        cipher = (
+            key.existing_from(user_id, wrapped[0] if wrapped else None) if isinstance(key, KeyRing) else key
+        )
         rows = [memory_from_row(_typed(dict(zip(_MEMORY_COLUMNS, v, strict=True))), cipher) for v in values]
         return (int(row[0]) if row else 0), rows, opened_copies(sealed, cipher)
 
@@ -155,8 +163,12 @@ class QuickReader:
 
 
 def _utc(stored: str) -> datetime:
-    # storage.schema.UTCDateTime keeps naive UTC on SQLite, as "YYYY-MM-DD HH:MM:SS.ffffff".
-    return datetime.fromisoformat(stored).replace(tzinfo=UTC)
+    # storage.schema.UTCDateTime keeps naive UTC on SQLite, as "YYYY-MM-DD HH:MM:SS.ffffff"; parsed
+    # with its offset appended, a fifth of the time of parsing it and then replacing the zone.
+    try:
+        return datetime.fromisoformat(stored + "+00:00")
+    except ValueError:  # not the naive form (a value written some other way): as SQLAlchemy reads it
+        return datetime.fromisoformat(stored).replace(tzinfo=UTC)
 
 
 def _typed(row: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +176,10 @@ def _typed(row: dict[str, Any]) -> dict[str, Any]:
         if row[name] is not None:
             row[name] = _utc(row[name])
     for name in _JSONS:
-        row[name] = json.loads(row[name]) if row[name] is not None else None
+        value = row[name]
+        # Most labels are sealed (migration 0005): these columns hold "[]", and a snapshot load
+        # reads two of them a row.
+        row[name] = None if value is None else [] if value == "[]" else json.loads(value)
     for name in _BOOLEANS:
         row[name] = bool(row[name])
     return row

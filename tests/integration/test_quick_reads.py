@@ -133,3 +133,11 @@ async def test_a_snapshots_rows_and_the_recallable_count_match_the_store(
     assert quick.count_with_status("nobody", RECALLABLE) == 0
     no_key = quick.snapshot_rows("u1", RECALLABLE, None)
     assert no_key[2] == {} and all(m.content is None for m in no_key[1]), "no key, nothing opens"
+    # The keys live in this database: read with the rows, in the same transaction.
+    assert not stores.metadata.keyring.separate
+    with_key = quick.snapshot_rows("u1", RECALLABLE, stores.metadata.keyring)
+    assert (with_key[0], with_key[1]) == (version, rows) and set(with_key[2]) == set(copies)
+    async with stores.metadata.transaction() as tx:
+        assert await tx.keys.shred("u1")
+    shredded = quick.snapshot_rows("u1", RECALLABLE, stores.metadata.keyring)
+    assert shredded[2] == {} and all(m.content is None for m in shredded[1]), "a shredded key opens nothing"

@@ -130,13 +130,41 @@ def test_the_cold_share_counts_the_snapshot_loads_among_the_runs_recalls() -> No
         "cached_users": 7.0,
         "rss_bytes": 2**30,
     }
-    assert snapshot_figures(before, after) == {
+    assert snapshot_figures([before], [after]) == {
         "cold_share": 0.4,  # 40 loads among the run's 100 recalls; the warm-up's 1,000 do not count
         "snapshot_mib": 3.0,
         "cached_users": 7.0,
         "recall_rss_mib": 1024.0,
+        "recall_replicas": 1.0,
     }
-    assert snapshot_figures({}, {})["cold_share"] is None  # an app the run did not start
+    assert snapshot_figures([], [])["cold_share"] is None  # an app the run did not start
     # Cold recalls count; the loads they started in the background answered no recall.
     after |= {"colds": 50.0, "loads": 1060.0, "background_loads": 20.0}
-    assert snapshot_figures(before, after)["cold_share"] == 0.6  # (50 + 40) of 150
+    assert snapshot_figures([before], [after])["cold_share"] == 0.6  # (50 + 40) of 150
+
+
+def test_the_figures_of_several_recall_replicas_are_summed_by_replica_and_bounded_by_the_largest() -> None:
+    from engram.loadtest.run import snapshot_figures
+
+    def state(
+        pid: float, hits: float, loads: float, mib: float, users: float, rss: float
+    ) -> dict[str, float]:
+        return {
+            "pid": pid,
+            "hits": hits,
+            "loads": loads,
+            "cached_bytes": mib * 2**20,
+            "cached_users": users,
+            "rss_bytes": rss * 2**20,
+        }
+
+    # Listed in another order after the run: each replica is matched with itself, by process id.
+    before = [state(11, 0, 500, 200, 500, 600), state(12, 0, 400, 150, 400, 550)]
+    after = [state(12, 30, 430, 160, 410, 560), state(11, 50, 520, 210, 505, 610)]
+    assert snapshot_figures(before, after) == {
+        "cold_share": 0.385,  # (20 + 30) loads among the run's 130 recalls on both replicas
+        "snapshot_mib": 210.0,  # the bounds are each replica's: the largest is reported
+        "cached_users": 505.0,
+        "recall_rss_mib": 610.0,
+        "recall_replicas": 2.0,
+    }
