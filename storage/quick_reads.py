@@ -105,16 +105,27 @@ class QuickReader:
             for memory_id, weight, weight_at, recall_count, last in rows
         }
 
-    def placed_rows(self, user_id: str) -> list[tuple[Any, ...]]:
-        """The rows of ``vector_copies.placed_statement`` for one user, sealed (``opened_placed``
-        opens them): a cold recall's first read without SQLAlchemy's per-row work."""
-        return self._connection().execute(PLACED_SQL, (user_id,)).fetchall()
-
     def count_with_status(self, user_id: str, statuses: Sequence[Status]) -> int:
         """How many of the user's memories are in ``statuses`` (nothing read but the index)."""
         sql = f"{COUNT_SQL} AND memories.status IN ({', '.join('?' * len(statuses))})"
         row = self._connection().execute(sql, (user_id, *(s.value for s in statuses))).fetchone()
         return int(row[0]) if row else 0
+
+    def placed_read(
+        self, user_id: str, key: KeyRing | ContentCipher | None
+    ) -> tuple[int, list[tuple[Any, ...]], ContentCipher | None]:
+        """The user's version, the rows of ``vector_copies.placed_statement`` (sealed:
+        ``opened_placed`` opens them) and the user's cipher, read in one read transaction (``key``
+        as in ``snapshot_rows``): a cold recall's first read, without SQLAlchemy's per-row work."""
+        conn = self._connection()
+        conn.execute("BEGIN")  # deferred: one consistent view of the file (WAL), no lock taken
+        try:
+            row = conn.execute(VERSION_SQL, (user_id,)).fetchone()
+            wrapped = _wrapped_key(conn, user_id, key)
+            placed = conn.execute(PLACED_SQL, (user_id,)).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        return (int(row[0]) if row else 0), placed, _cipher(user_id, key, wrapped)
 
     def snapshot_rows(
         self, user_id: str, statuses: Sequence[Status], key: KeyRing | ContentCipher | None
@@ -128,15 +139,13 @@ class QuickReader:
         conn.execute("BEGIN")  # deferred: one consistent view of the file (WAL), no lock taken
         try:
             row = conn.execute(VERSION_SQL, (user_id,)).fetchone()
-            wrapped = conn.execute(KEY_SQL, (user_id,)).fetchone() if isinstance(key, KeyRing) else None
+            wrapped = _wrapped_key(conn, user_id, key)
             sql = f"{MEMORIES_SQL} AND memories.status IN ({', '.join('?' * len(statuses))})"
             values = conn.execute(sql, (user_id, *(s.value for s in statuses))).fetchall()
             sealed = conn.execute(COPIES_SQL, (user_id,)).fetchall()
         finally:
             conn.execute("COMMIT")
-        cipher = (
-            key.existing_from(user_id, wrapped[0] if wrapped else None) if isinstance(key, KeyRing) else key
-        )
+        cipher = _cipher(user_id, key, wrapped)
         rows = [memory_from_row(_typed(dict(zip(_MEMORY_COLUMNS, v, strict=True))), cipher) for v in values]
         return (int(row[0]) if row else 0), rows, opened_copies(sealed, cipher)
 
@@ -160,6 +169,18 @@ class QuickReader:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _wrapped_key(conn: sqlite3.Connection, user_id: str, key: KeyRing | ContentCipher | None) -> bytes | None:
+    """The user's wrapped data key when ``key`` is the keyring (its keys are in this database)."""
+    if not isinstance(key, KeyRing):
+        return None
+    row = conn.execute(KEY_SQL, (user_id,)).fetchone()
+    return bytes(row[0]) if row else None
+
+
+def _cipher(user_id: str, key: KeyRing | ContentCipher | None, wrapped: bytes | None) -> ContentCipher | None:
+    return key.existing_from(user_id, wrapped) if isinstance(key, KeyRing) else key
 
 
 def _utc(stored: str) -> datetime:

@@ -231,12 +231,16 @@ async def test_the_direct_sqlite_read_places_every_memory_as_the_orm_read_does(
     await service.delete(DeleteRequest(user_id="q", memory_id=gone))
     async with stores.metadata.transaction(readonly=True) as tx:
         through_orm = await vector_copies.placed_for_user(tx, "q", RECALLABLE)
-        cipher = await tx.keys.existing("q")
+        version = await tx.versions.read("q")
     quick = open_quick_reader(settings.storage.resolved_database_url())
     if quick is None:
         pytest.skip("quick reads exist for SQLite only")
     try:
-        direct = vector_copies.opened_placed("q", quick.placed_rows("q"), cipher, RECALLABLE)
+        # The key is read with the rows, from the keyring's table in the same database.
+        read_version, rows, cipher = quick.placed_read("q", stores.metadata.keyring)
+        direct = vector_copies.opened_placed("q", rows, cipher, RECALLABLE)
+        assert read_version == version and cipher is not None
+        assert quick.placed_read("nobody", stores.metadata.keyring) == (0, [], None)
     finally:
         quick.close()
 
