@@ -309,7 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import ray
     from ray import serve
 
-    from engram.loadtest.run import seeded_copy, wait_for_warm_snapshots
+    from engram.loadtest.recall_replicas import wait_for_warm_snapshots
+    from engram.loadtest.run import seeded_copy
     from engram.models.rules.sharding import shard_name
     from engram.serve.app import deploy, recall_app_name
     from engram.serve.http_front import free_port

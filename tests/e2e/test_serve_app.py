@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -162,17 +163,16 @@ def test_concurrent_writes_for_one_user_respect_capacity(engram_app: RunningApp)
 
 
 def test_recall_replica_freezes_its_warm_snapshots(engram_app: RunningApp) -> None:
-    from ray import serve
+    from engram.loadtest.recall_replicas import recall_states
 
-    from engram.serve.app import RecallDeployment, recall_app_name
-
-    handle = serve.get_deployment_handle(RecallDeployment.name, app_name=recall_app_name(engram_app.settings))
+    # Read as the load test reads it (each replica's warm_status, told apart by process id).
     deadline = time.monotonic() + 120
-    state = handle.warm_status.remote().result()
+    (state,) = recall_states(engram_app.settings)
     while not state["done"] and time.monotonic() < deadline:
         time.sleep(0.2)  # polls a background warm-up until it reports done
-        state = handle.warm_status.remote().result()
+        (state,) = recall_states(engram_app.settings)
     assert state["done"] == 1.0
+    assert state["pid"] not in (0, os.getpid())  # the replica's own process answered
     # The collector no longer walks what the warm-up loaded (full collections stalled recall).
     assert state["frozen_objects"] > 0
 

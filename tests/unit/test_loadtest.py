@@ -120,7 +120,7 @@ def test_users_are_drawn_uniformly_or_with_a_zipf_hot_set() -> None:
 
 
 def test_the_cold_share_counts_the_snapshot_loads_among_the_runs_recalls() -> None:
-    from engram.loadtest.run import snapshot_figures
+    from engram.loadtest.recall_replicas import snapshot_figures
 
     before = {"hits": 100.0, "loads": 1000.0, "cached_bytes": 0.0, "cached_users": 0.0, "rss_bytes": 0.0}
     after = {
@@ -144,7 +144,7 @@ def test_the_cold_share_counts_the_snapshot_loads_among_the_runs_recalls() -> No
 
 
 def test_the_figures_of_several_recall_replicas_are_summed_by_replica_and_bounded_by_the_largest() -> None:
-    from engram.loadtest.run import snapshot_figures
+    from engram.loadtest.recall_replicas import snapshot_figures
 
     def state(
         pid: float, hits: float, loads: float, mib: float, users: float, rss: float
