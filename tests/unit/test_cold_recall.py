@@ -93,10 +93,10 @@ def test_half_the_candidates_hold_the_querys_rarer_words_whatever_their_cosine()
     assert candidates(placed, _filter(), query, "the and of", NOW, limit=2)[0].memory_id == "n0"
 
 
-class _CountingCache(SnapshotCache):
-    """The cache's doorkeeper with loads that only count (and wait while ``gate`` is closed)."""
+class _BareCache(SnapshotCache):
+    """A snapshot cache without stores: its subclasses say what a load or a read does."""
 
-    def __init__(self, admit_after: int, max_users: int = 3) -> None:
+    def __init__(self, admit_after: int, max_users: int) -> None:
         super().__init__(
             cast(Any, None),
             cast(Any, None),
@@ -105,6 +105,13 @@ class _CountingCache(SnapshotCache):
             ttl_s=60,
             admit_after=admit_after,
         )
+
+
+class _CountingCache(_BareCache):
+    """The cache's doorkeeper with loads that only count (and wait while ``gate`` is closed)."""
+
+    def __init__(self, admit_after: int, max_users: int = 3) -> None:
+        super().__init__(admit_after, max_users)
         self.loaded: list[str] = []
         self.gate = asyncio.Event()
         self.gate.set()
@@ -148,18 +155,11 @@ async def test_background_loads_are_bounded_and_a_busy_cache_tries_again_next_ti
     assert sorted(cache.loaded) == ["a", "b", "c"]
 
 
-class _SizedCache(SnapshotCache):
+class _SizedCache(_BareCache):
     """A cache whose reads build empty snapshots and count."""
 
     def __init__(self, max_users: int, admit_after: int = 2) -> None:
-        super().__init__(
-            cast(Any, None),
-            cast(Any, None),
-            cast(Any, None),
-            max_users=max_users,
-            ttl_s=60,
-            admit_after=admit_after,
-        )
+        super().__init__(admit_after, max_users)
         self.reads: list[str] = []
 
     async def _read(self, user_id: str) -> UserSnapshot:
