@@ -24,6 +24,8 @@ def snapshot_figures(
             "cached_users": None,
             "recall_rss_mib": None,
             "recall_replicas": None,
+            "full_collections": None,
+            "full_collection_ms": None,
         }
     earlier = {state.get("pid"): state for state in before}
 
@@ -38,6 +40,9 @@ def snapshot_figures(
         "cached_users": max(state["cached_users"] for state in after),
         "recall_rss_mib": round(max(state["rss_bytes"] for state in after) / 2**20, 1),
         "recall_replicas": float(len(after)),
+        # The garbage collector's full collections in the replicas during the run, and their time.
+        "full_collections": moved("full_collections"),
+        "full_collection_ms": round(moved("full_collection_ms"), 1),
     }
 
 

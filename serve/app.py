@@ -39,7 +39,7 @@ from engram.serve.auth import Authenticator, startup_notice
 from engram.serve.backend import EngramBackend
 from engram.serve.extraction import ExtractionDeployment, extraction_options
 from engram.serve.handle_lookup import LazyDeploymentHandle
-from engram.serve.heap import freeze_long_lived, resident_bytes
+from engram.serve.heap import FULL_COLLECTIONS, freeze_long_lived, resident_bytes
 from engram.serve.http_app import RECALL_PATH, build_http_app
 from engram.serve.memory_core import build_recaller
 from engram.serve.metrics import install_ray_metrics
@@ -128,6 +128,7 @@ class RecallDeployment:
         install_ray_metrics()
         sync_tracing(settings.tracing, "recall")
         bind_replica_grpc_to_loopback()  # before Serve starts it, after this constructor
+        FULL_COLLECTIONS.install()
         self.settings = settings
         # A replica on a node without the master key refuses to start, saying why (it reads
         # content and never writes keys, so it creates none).
@@ -183,9 +184,15 @@ class RecallDeployment:
         snapshots (and bytes of them) the replica holds now, how many recalls found theirs held
         (``hits``), were answered cold (``colds``) or built it (``loads``, of which
         ``background_loads`` after cold recalls), the replica's resident memory (``rss_bytes``) and
-        its process id (``pid``: which replica answered)."""
+        its process id (``pid``: which replica answered), and the full collections of its garbage
+        collector with the time they took (``full_collections``, ``full_collection_ms``)."""
         held = self._recaller.snapshots.counts() if self._recaller is not None else SnapshotCache.nothing()
-        return {**self._warm_state, **held, "rss_bytes": float(resident_bytes()), "pid": float(os.getpid())}
+        process = {
+            "rss_bytes": float(resident_bytes()),
+            "pid": float(os.getpid()),
+            **FULL_COLLECTIONS.figures(),
+        }
+        return {**self._warm_state, **held, **process}
 
     def _get(self) -> Recaller:
         # Engines are created lazily on the replica's own event loop (DESIGN, Ray facts).

@@ -14,6 +14,8 @@ import gc
 import os
 import resource
 import sys
+import time
+from typing import Any
 
 
 def freeze_long_lived() -> int:
@@ -32,3 +34,38 @@ def resident_bytes() -> int:
     except (OSError, ValueError, IndexError):
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+class FullCollections:
+    """The garbage collector's full collections in this process since ``install``, and the time
+    they stalled it: what a frozen start-up heap leaves of the tail (snapshots loaded later are
+    collected as before)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total_ms = 0.0
+        self._started: float | None = None
+        self._installed = False
+
+    def install(self) -> None:
+        """Start counting (once per process: a second call does nothing)."""
+        if not self._installed:
+            gc.callbacks.append(self._on_phase)
+            self._installed = True
+
+    def figures(self) -> dict[str, float]:
+        """``full_collections`` and ``full_collection_ms`` (their total) so far."""
+        return {"full_collections": float(self.count), "full_collection_ms": round(self.total_ms, 1)}
+
+    def _on_phase(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            self.count += 1
+            self.total_ms += (time.perf_counter() - self._started) * 1000
+            self._started = None
+
+
+FULL_COLLECTIONS = FullCollections()

@@ -175,6 +175,8 @@ def test_recall_replica_freezes_its_warm_snapshots(engram_app: RunningApp) -> No
     assert state["pid"] not in (0, os.getpid())  # the replica's own process answered
     # The collector no longer walks what the warm-up loaded (full collections stalled recall).
     assert state["frozen_objects"] > 0
+    # Full collections are counted from the replica's start: the warm-up's own is one of them.
+    assert state["full_collections"] >= 1 and state["full_collection_ms"] > 0
 
 
 def test_the_shard_freezes_its_start_up_heap(engram_app: RunningApp) -> None:

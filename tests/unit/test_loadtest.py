@@ -136,6 +136,8 @@ def test_the_cold_share_counts_the_snapshot_loads_among_the_runs_recalls() -> No
         "cached_users": 7.0,
         "recall_rss_mib": 1024.0,
         "recall_replicas": 1.0,
+        "full_collections": 0.0,
+        "full_collection_ms": 0.0,
     }
     assert snapshot_figures([], [])["cold_share"] is None  # an app the run did not start
     # Cold recalls count; the loads they started in the background answered no recall.
@@ -161,10 +163,15 @@ def test_the_figures_of_several_recall_replicas_are_summed_by_replica_and_bounde
     # Listed in another order after the run: each replica is matched with itself, by process id.
     before = [state(11, 0, 500, 200, 500, 600), state(12, 0, 400, 150, 400, 550)]
     after = [state(12, 30, 430, 160, 410, 560), state(11, 50, 520, 210, 505, 610)]
+    before[0] |= {"full_collections": 1.0, "full_collection_ms": 150.0}  # the warm-up's own
+    after[1] |= {"full_collections": 4.0, "full_collection_ms": 210.5}
+    after[0] |= {"full_collections": 2.0, "full_collection_ms": 20.0}
     assert snapshot_figures(before, after) == {
         "cold_share": 0.385,  # (20 + 30) loads among the run's 130 recalls on both replicas
         "snapshot_mib": 210.0,  # the bounds are each replica's: the largest is reported
         "cached_users": 505.0,
         "recall_rss_mib": 610.0,
         "recall_replicas": 2.0,
+        "full_collections": 5.0,  # 3 + 2 during the run
+        "full_collection_ms": 80.5,
     }
