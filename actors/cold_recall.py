@@ -26,9 +26,8 @@ from engram.models.rules import ranking
 from engram.models.settings import RecallSettings
 from engram.storage import vector_copies
 from engram.storage.crypto import ContentCipher
-from engram.storage.keyring import KeyRing
 from engram.storage.metadata import MetadataStore
-from engram.storage.quick_reads import QuickReader
+from engram.storage.quick_reads import QuickReader, read_key
 from engram.storage.vector_copies import PlacedCopy
 
 
@@ -115,12 +114,7 @@ class ColdRecall:
             # a quarter of that load on a store of a million memories (#30).
             if self._small(self._quick.count_with_status(user_id, RECALLABLE)):
                 return None
-            keyring = self._metadata.keyring
-            if keyring.separate:
-                async with self._metadata.transaction(readonly=True) as tx:
-                    key: KeyRing | ContentCipher | None = await tx.keys.existing(user_id)
-            else:
-                key = keyring  # the key is read with the rows, in one SQLite read
+            key = await read_key(self._metadata, user_id)
             version, rows, cipher = self._quick.placed_read(user_id, key)
             placed = vector_copies.opened_placed(user_id, rows, cipher, RECALLABLE)
         else:

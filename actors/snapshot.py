@@ -29,7 +29,7 @@ from engram.models.tracing import TRACING
 from engram.storage import vector_copies
 from engram.storage.embedders import Embedder
 from engram.storage.metadata import MetadataStore
-from engram.storage.quick_reads import QuickReader
+from engram.storage.quick_reads import QuickReader, read_key
 from engram.storage.repositories.memories import RecallBookkeeping
 
 
@@ -165,24 +165,17 @@ class SnapshotCache:
         if user_id in self._cache or seen >= self._admit_after or not self._full_with(snapshot):
             self._admit(user_id, snapshot)
             return snapshot
-        self._cold[user_id] = seen
-        while len(self._cold) > self._max_users:
-            self._cold.popitem(last=False)
+        self._remember_cold(user_id, seen)
         return snapshot
 
     async def _read(self, user_id: str) -> UserSnapshot:
         started = time.perf_counter()
         METRICS.snapshot_cache.inc(1, {"event": "miss"})
-        keyring = self._metadata.keyring
-        if self._quick is not None and not keyring.separate:
+        if self._quick is not None:
             # Half a load's time on a store of a million memories was SQLAlchemy's, and a tenth the
-            # transaction that read the key (#30): the key is read with the rows, in one transaction.
-            version, rows, copies = self._quick.snapshot_rows(user_id, RECALLABLE, keyring)
-        elif self._quick is not None:
-            async with self._metadata.transaction(readonly=True) as tx:
-                # A read never makes a key (P8): without one, nothing opens and nothing is recalled.
-                cipher = await tx.keys.existing(user_id)
-            version, rows, copies = self._quick.snapshot_rows(user_id, RECALLABLE, cipher)
+            # transaction that read the key (#30): one sqlite3 read, the key with the rows.
+            key = await read_key(self._metadata, user_id)
+            version, rows, copies = self._quick.snapshot_rows(user_id, RECALLABLE, key)
         else:
             async with self._metadata.transaction(readonly=True) as tx:
                 version = await tx.versions.read(user_id)
@@ -215,6 +208,10 @@ class SnapshotCache:
                 task.add_done_callback(lambda _: self._loading.pop(user_id, None))
                 return
             seen = self._admit_after - 1  # busy loading others: the user's next cold recall tries again
+        self._remember_cold(user_id, seen)
+
+    def _remember_cold(self, user_id: str, seen: int) -> None:
+        """Remember a cold user's recalls so far (the last ``max_users`` such users: the doorkeeper)."""
         self._cold[user_id] = seen
         while len(self._cold) > self._max_users:
             self._cold.popitem(last=False)

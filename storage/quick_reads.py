@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from engram.models.domain import Memory
 from engram.models.enums import Status
 from engram.storage.crypto import ContentCipher
 from engram.storage.keyring import KeyRing
+from engram.storage.metadata import MetadataStore
 from engram.storage.repositories.memories import RecallBookkeeping
 from engram.storage.repositories.rows import memory_from_row
 from engram.storage.schema import UTCDateTime, memories, switches, user_keys, user_versions
@@ -87,8 +89,7 @@ class QuickReader:
 
     def version(self, user_id: str) -> int:
         """The user's change version (0 before any change)."""
-        row = self._connection().execute(VERSION_SQL, (user_id,)).fetchone()
-        return int(row[0]) if row else 0
+        return _version(self._connection(), user_id)
 
     def switches(self, user_id: str) -> dict[str, bool]:
         """The user's switch map ("" = the global switch); empty when nothing was switched."""
@@ -117,15 +118,11 @@ class QuickReader:
         """The user's version, the rows of ``vector_copies.placed_statement`` (sealed:
         ``opened_placed`` opens them) and the user's cipher, read in one read transaction (``key``
         as in ``snapshot_rows``): a cold recall's first read, without SQLAlchemy's per-row work."""
-        conn = self._connection()
-        conn.execute("BEGIN")  # deferred: one consistent view of the file (WAL), no lock taken
-        try:
-            row = conn.execute(VERSION_SQL, (user_id,)).fetchone()
+        with self._one_read() as conn:
+            version = _version(conn, user_id)
             wrapped = _wrapped_key(conn, user_id, key)
             placed = conn.execute(PLACED_SQL, (user_id,)).fetchall()
-        finally:
-            conn.execute("COMMIT")
-        return (int(row[0]) if row else 0), placed, _cipher(user_id, key, wrapped)
+        return version, placed, _cipher(user_id, key, wrapped)
 
     def snapshot_rows(
         self, user_id: str, statuses: Sequence[Status], key: KeyRing | ContentCipher | None
@@ -135,19 +132,25 @@ class QuickReader:
         ``vector_copies.for_user``, without SQLAlchemy's per-row work. ``key``: the user's cipher,
         or the keyring whose keys this database holds (then the key is read in that transaction
         too, and a shredded key opens nothing: P8)."""
-        conn = self._connection()
-        conn.execute("BEGIN")  # deferred: one consistent view of the file (WAL), no lock taken
-        try:
-            row = conn.execute(VERSION_SQL, (user_id,)).fetchone()
+        with self._one_read() as conn:
+            version = _version(conn, user_id)
             wrapped = _wrapped_key(conn, user_id, key)
             sql = f"{MEMORIES_SQL} AND memories.status IN ({', '.join('?' * len(statuses))})"
             values = conn.execute(sql, (user_id, *(s.value for s in statuses))).fetchall()
             sealed = conn.execute(COPIES_SQL, (user_id,)).fetchall()
-        finally:
-            conn.execute("COMMIT")
         cipher = _cipher(user_id, key, wrapped)
         rows = [memory_from_row(_typed(dict(zip(_MEMORY_COLUMNS, v, strict=True))), cipher) for v in values]
-        return (int(row[0]) if row else 0), rows, opened_copies(sealed, cipher)
+        return version, rows, opened_copies(sealed, cipher)
+
+    @contextmanager
+    def _one_read(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one read transaction: one consistent view of the file."""
+        conn = self._connection()
+        conn.execute("BEGIN")  # deferred: in WAL mode no lock is taken and no writer waits
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
 
     def memories(
         self, user_id: str, memory_ids: Sequence[str], cipher: ContentCipher | None
@@ -169,6 +172,21 @@ class QuickReader:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+async def read_key(metadata: MetadataStore, user_id: str) -> KeyRing | ContentCipher | None:
+    """What a quick read opens a user's rows with (its ``key``): the keyring when the keys live in
+    this database (then read in the quick read's own transaction), else the user's cipher."""
+    if not metadata.keyring.separate:
+        return metadata.keyring
+    async with metadata.transaction(readonly=True) as tx:
+        # A read never makes a key (P8): without one, nothing opens and nothing is recalled.
+        return await tx.keys.existing(user_id)
+
+
+def _version(conn: sqlite3.Connection, user_id: str) -> int:
+    row = conn.execute(VERSION_SQL, (user_id,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _wrapped_key(conn: sqlite3.Connection, user_id: str, key: KeyRing | ContentCipher | None) -> bytes | None:

@@ -14,10 +14,13 @@ from sqlalchemy.engine import make_url
 from engram.actors.memory_service import MemoryService
 from engram.actors.snapshot import RECALLABLE, SnapshotCache
 from engram.models.api import DeleteRequest
+from engram.models.settings import Settings
 from engram.storage import vector_copies
+from engram.storage.crypto import ContentCipher
+from engram.storage.embedders import Embedder
 from engram.storage.privacy_queries import set_switch
-from engram.storage.quick_reads import BOOKKEEPING_SQL, QuickReader, open_quick_reader
-from engram.storage.stores import Stores
+from engram.storage.quick_reads import BOOKKEEPING_SQL, QuickReader, open_quick_reader, read_key
+from engram.storage.stores import Stores, open_stores
 from tests.conftest import ManualClock
 from tests.support.service import remember
 
@@ -141,3 +144,29 @@ async def test_a_snapshots_rows_and_the_recallable_count_match_the_store(
         assert await tx.keys.shred("u1")
     shredded = quick.snapshot_rows("u1", RECALLABLE, stores.metadata.keyring)
     assert shredded[2] == {} and all(m.content is None for m in shredded[1]), "a shredded key opens nothing"
+
+
+async def test_with_a_separate_key_store_quick_reads_open_rows_with_the_users_cipher(
+    settings: Settings, embedder: Embedder, clock: ManualClock, tmp_path: Path
+) -> None:
+    settings.storage.key_database_url = f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}"
+    stores = await open_stores(settings, embedder=embedder)
+    quick = open_quick_reader(settings.storage.resolved_database_url())
+    assert quick is not None and stores.metadata.keyring.separate
+    try:
+        service = MemoryService(settings, stores.metadata, stores.vectors, stores.embedder, clock=clock)
+        kept = await remember(service, "Likes tea")
+        await service.drain()
+        # The content database holds no key: the cipher comes from the key store, read apart.
+        key = await read_key(stores.metadata, "u1")
+        assert isinstance(key, ContentCipher)
+        _, rows, copies = quick.snapshot_rows("u1", RECALLABLE, key)
+        assert [m.content for m in rows] == ["Likes tea"] and set(copies) == {kept}
+        _, placed, cipher = quick.placed_read("u1", key)
+        assert [row[0] for row in placed] == [kept] and cipher is key
+        async with stores.metadata.transaction() as tx:
+            assert await tx.keys.shred("u1")
+        assert await read_key(stores.metadata, "u1") is None  # shredded: nothing to open with
+    finally:
+        quick.close()
+        await stores.close()
