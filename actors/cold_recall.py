@@ -9,16 +9,21 @@ the rest by cosine: ``candidates``), opens those and ranks them exactly as a war
 snapshot: the same gate, signals and formula, over a snapshot of the candidates. What differs: a
 memory that neither channel picks is not ranked, and BM25's document frequencies are those of the
 candidates (the agreement is measured in tests/integration/test_cold_recall.py).
+
+On a Milvus server, which any process may search, the candidates come from the vector index
+instead (``actors.cold_index``).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
 from engram.actors import isolation
+from engram.actors.cold_index import IndexedCold, IndexRead, VectorSearch
 from engram.actors.lexical import fold, search_terms
 from engram.actors.snapshot import RECALLABLE, UserSnapshot, assemble
 from engram.models.api import RecallRequest
@@ -30,6 +35,8 @@ from engram.storage.metadata import MetadataStore
 from engram.storage.quick_reads import QuickReader, read_key
 from engram.storage.vector_copies import PlacedCopy
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class ColdRead:
@@ -39,6 +46,8 @@ class ColdRead:
     placed: list[PlacedCopy]
     # The user's key as the first read found it, for the quick read of the candidates.
     cipher: ContentCipher | None = None
+    # Set when the candidates are to be searched in the vector index (``placed`` is then empty).
+    index: IndexRead | None = None
 
 
 def answers_cold(request: RecallRequest, flt: isolation.RecallFilter, settings: RecallSettings) -> bool:
@@ -97,10 +106,13 @@ class ColdRecall:
         dim: int,
         settings: RecallSettings,
         quick: QuickReader | None = None,
+        index: VectorSearch | None = None,
     ) -> None:
-        """``quick``: the SQLite file read directly (half the time of a read through SQLAlchemy)."""
+        """``quick``: the SQLite file read directly (half the time of a read through SQLAlchemy);
+        ``index``: a vector index this process may search (a Milvus server), for the candidates."""
         self._metadata = metadata
         self._quick = quick
+        self._indexed = None if index is None else IndexedCold(metadata, model_name, dim, settings, index)
         self._model_name = model_name
         self._dim = dim
         self._settings = settings
@@ -109,6 +121,12 @@ class ColdRecall:
         """The user's placed copies; None when the snapshot should be loaded instead: the user has
         some but no more than ``cold_min_memories`` memories, or some recallable memory has no copy of this
         model's vector (written before copies, or during a re-embedding: a load embeds those)."""
+        if self._indexed is not None and await self._indexed.ready():
+            found = await self._indexed.read(user_id, self._small)
+            return None if found is None else ColdRead(found.version, [], index=found)
+        return await self._placed_read(user_id)
+
+    async def _placed_read(self, user_id: str) -> ColdRead | None:
         if self._quick is not None:
             # Counted first: reading a small user's placed rows only to load the snapshot after was
             # a quarter of that load on a store of a million memories (#30).
@@ -146,6 +164,15 @@ class ColdRecall:
         now: datetime,
     ) -> UserSnapshot:
         """A snapshot of the recall's candidates (``candidates``), opened from the store (not cached)."""
+        if read.index is not None and self._indexed is not None:
+            try:
+                return await self._indexed.snapshot(read.index, flt, query_vector, top_k, now)
+            except Exception as exc:  # the index went away: the copies answer, as without one
+                log.warning("vector index search failed, reading the copies: %s", type(exc).__name__)
+                placed = await self._placed_read(flt.scope.user_id)
+                if placed is None:
+                    raise
+                read = placed
         limit = max(self._settings.cold_candidates, ranking.overfetch_limit(top_k, self._settings))
         nearest = candidates(read.placed, flt, query_vector, query, now, limit)
         user_id = flt.scope.user_id

@@ -16,6 +16,7 @@ from datetime import datetime
 import numpy as np
 
 from engram.actors import isolation, recall_explain
+from engram.actors.cold_index import VectorSearch
 from engram.actors.cold_recall import ColdRead, ColdRecall, answers_cold
 from engram.actors.lexical import Bm25Index, fuse, language, tokenize
 from engram.actors.profile import Profiles
@@ -64,7 +65,9 @@ class Recaller:
         vectors: VectorSource,
         embedder: Embedder,
         clock: Callable[[], datetime],
+        index: VectorSearch | None = None,
     ) -> None:
+        """``index``: a vector index this process may search, for cold recalls' candidates."""
         self.settings = settings
         self._metadata = metadata
         self._embedder = embedder
@@ -80,8 +83,14 @@ class Recaller:
             ttl_s=settings.recall.snapshot_ttl_s,
             quick=quick,
         )
-        self.cold = ColdRecall(metadata, embedder.model_name, embedder.dim, settings.recall, quick)
+        self.index = index
+        self.cold = ColdRecall(metadata, embedder.model_name, embedder.dim, settings.recall, quick, index)
         self.profiles = Profiles(settings, metadata, clock)
+
+    async def close(self) -> None:
+        """Let go of the vector index's client, if this recaller searches one."""
+        if self.index is not None:
+            await self.index.close()
 
     async def recall(self, request: RecallRequest, hits: HitSink) -> RecallResponse:
         """Run the pipeline within the request's timeout (past it, fail with 50401: R5); the ids

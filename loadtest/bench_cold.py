@@ -70,6 +70,8 @@ async def measure(
         full_collections = gc.get_stats()[2]["collections"] - full_collections
     finally:
         gc.unfreeze()  # a caller's heap (a test session) is collected as before
+        await recaller.close()
+        await loader.close()
         await stores.close()
     figures: dict[str, float] = {}
     for kind, values in times.items():
@@ -82,6 +84,8 @@ async def measure(
     figures["answered_warm"] = recaller.snapshots.hits
     figures["first_loaded"] = recaller.snapshots.loads - recaller.snapshots.background_loads
     figures["loaded_first"] = loader.snapshots.loads
+    # Cold recalls whose candidates the vector index gave (a Milvus server: actors.cold_index).
+    figures["index_searches"] = getattr(recaller.index, "searches", 0)
     figures["full_collections"] = full_collections  # of the garbage collector, while measuring
     return figures
 

@@ -77,6 +77,12 @@ class RecallSettings(BaseModel):
     # columns, opens this many nearest visible memories (at least the over-fetch pool) and ranks
     # them (actors.cold_recall); 0 loads the whole snapshot first instead, as before.
     cold_candidates: int = Field(100, ge=0)
+    # ... or, where the vector index is a Milvus server that a recall process searches itself, this
+    # many nearest by cosine from the index, in the user's partition (no read of the user's rows).
+    cold_index_candidates: int = Field(200, ge=1)
+    # False: cold recalls read the sealed copies even where the index is a server (a comparison, or
+    # a Milvus too loaded to ask).
+    cold_from_index: bool = True
     # ... unless the user has no more recallable memories than this: then loading (and keeping) the
     # whole snapshot costs no more than a cold answer (docs/benchmarks.md, engram bench cold).
     cold_min_memories: int = Field(200, ge=0)

@@ -32,6 +32,7 @@ from engram.models.domain import utcnow
 from engram.models.settings import Settings
 from engram.storage.database import create_engine
 from engram.storage.embedders import Embedder
+from engram.storage.index_search import index_search
 from engram.storage.keyring import keyring_for
 from engram.storage.metadata import MetadataStore
 from engram.storage.stores import Stores
@@ -138,4 +139,5 @@ def build_recaller(settings: Settings, vectors: VectorSource, embedder: Embedder
         create_engine(storage.resolved_database_url(), busy_timeout_ms=storage.sqlite_busy_timeout_ms),
         keyring_for(storage),
     )
-    return Recaller(settings, metadata, vectors, embedder, utcnow)
+    index = index_search(storage, embedder.dim) if settings.recall.cold_from_index else None
+    return Recaller(settings, metadata, vectors, embedder, utcnow, index)

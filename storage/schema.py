@@ -186,6 +186,11 @@ memory_vectors = Table(
     Column("memory_id", ID, primary_key=True),
     Column("user_id", SCOPE_ID, nullable=False, index=True),
     Column("vector", LargeBinary, nullable=False),
+    # When the copy was written, i.e. after its vector reached the index: a cold recall that asks
+    # a Milvus server at Bounded consistency adds the copies written since the bound (migration 0010;
+    # NULL for older copies).
+    Column("written_at", UTCDateTime),
+    Index(None, "user_id", "written_at"),
 )
 
 user_versions = Table(

@@ -17,9 +17,12 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Select, String, bindparam, delete, insert, select, type_coerce
 
+from engram.models.domain import Memory, utcnow
 from engram.models.enums import Level, MemType, Ownership, Status
 from engram.storage.crypto import ContentCipher
+from engram.storage.id_lists import among
 from engram.storage.metadata import MetadataStore, MetadataTx
+from engram.storage.repositories.rows import memory_from_row
 from engram.storage.schema import memories, memory_vectors
 from engram.storage.vector_filters import VectorScope
 from engram.storage.vectors import VectorRecord, VectorStore
@@ -48,11 +51,19 @@ async def put(tx: MetadataTx, records: Sequence[VectorRecord]) -> None:
         return
     latest = {r.memory_id: r for r in records}
     await remove(tx, list(latest))
+    written = utcnow()
     rows = []
     for record in latest.values():
         cipher = await tx.keys.cipher(record.user_id)
         sealed = cipher.seal_bytes(_encode(record.vector), record.memory_id)
-        rows.append({"memory_id": record.memory_id, "user_id": record.user_id, "vector": sealed})
+        rows.append(
+            {
+                "memory_id": record.memory_id,
+                "user_id": record.user_id,
+                "vector": sealed,
+                "written_at": written,
+            }
+        )
     await tx.conn.execute(insert(memory_vectors), rows)
 
 
@@ -198,6 +209,28 @@ def opened_placed(
     return placed
 
 
+async def memories_with_copies(
+    tx: MetadataTx, user_id: str, memory_ids: Sequence[str]
+) -> dict[str, tuple[Memory, np.ndarray | None]]:
+    """These memories of one user, opened, each with its opened vector copy (None: no readable
+    copy), in one read: a cold recall's candidates from the vector index."""
+    found: dict[str, tuple[Memory, np.ndarray | None]] = {}
+    for chunk in _chunks(memory_ids):
+        query = (
+            select(memories, memory_vectors.c.vector.label("sealed_vector"))
+            .outerjoin(memory_vectors, memory_vectors.c.memory_id == memories.c.memory_id)
+            .where(memories.c.user_id == user_id, among(tx.conn, memories.c.memory_id, chunk))
+        )
+        rows = (await tx.conn.execute(query)).mappings().all()
+        # A read never makes a key: a purged user's rows read as content-less (P8).
+        cipher = await tx.keys.existing(user_id) if rows else None
+        for row in rows:
+            memory_id, blob = row["memory_id"], row["sealed_vector"]
+            data = None if blob is None or cipher is None else cipher.open_bytes(bytes(blob), memory_id)
+            found[memory_id] = (memory_from_row(row, cipher), None if data is None else _decode(data))
+    return found
+
+
 async def ids_for_user(tx: MetadataTx, user_id: str) -> set[str]:
     """Ids of every copy one user has (reconcile compares them with the metadata and the index)."""
     query = select(memory_vectors.c.memory_id).where(memory_vectors.c.user_id == user_id)
@@ -215,6 +248,17 @@ async def by_ids(tx: MetadataTx, memory_ids: Sequence[str]) -> dict[str, np.ndar
             if data is not None:
                 found[row["memory_id"]] = _decode(data)
     return found
+
+
+async def written_since(tx: MetadataTx, user_id: str, since: datetime, limit: int) -> list[str]:
+    """Ids of the user's copies written at or after ``since`` (at most ``limit``, newest first)."""
+    query = (
+        select(memory_vectors.c.memory_id)
+        .where(memory_vectors.c.user_id == user_id, memory_vectors.c.written_at >= since)
+        .order_by(memory_vectors.c.written_at.desc())
+        .limit(limit)
+    )
+    return list((await tx.conn.execute(query)).scalars().all())
 
 
 async def remove(tx: MetadataTx, memory_ids: Sequence[str]) -> None:

@@ -46,6 +46,11 @@ _ID_CHUNK = 1000
 _ENUM_LEN = 16
 
 
+def is_server_uri(uri: str) -> bool:
+    """Whether ``uri`` names a Milvus server (any process may search it) rather than a milvus-lite file."""
+    return urlparse(uri).scheme.lower() in _SERVER_SCHEMES
+
+
 @dataclass(frozen=True, slots=True)
 class VectorRecord:
     """One memory's vector and the scope fields a search filters on; ``app_id`` "" means global."""
@@ -125,7 +130,7 @@ class MilvusVectorStore:
     ) -> None:
         if dim <= 0 or lite_flush_rows <= 0:
             raise ValueError("dim and lite_flush_rows must be positive")
-        self._is_server = urlparse(uri).scheme.lower() in _SERVER_SCHEMES
+        self._is_server = is_server_uri(uri)
         if not self._is_server and not uri.endswith(".db"):
             raise ValueError(f"milvus-lite path must end with .db: {uri}")
         self._uri = uri
@@ -179,6 +184,9 @@ class MilvusVectorStore:
     def _create_collection(self) -> None:
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("memory_id", DataType.VARCHAR, max_length=64, is_primary=True)
+        # No partition key on the user: the Milvus 2.3 server of the `distributed` extra routes an
+        # upsert's rows to the wrong partitions, and a search filtered on the key then finds a few
+        # of a user's 1,000 rows (measured: 16; inserts land right). docs/architecture.md.
         for field in ("user_key", "app_key", "session_key"):
             schema.add_field(field, DataType.VARCHAR, max_length=KEY_LEN)
         for field in ("level", "ownership", "mem_type"):
@@ -268,8 +276,11 @@ class MilvusVectorStore:
         for chunk in _chunks(checked_ids(memory_ids), _ID_CHUNK):
             await self._call(self._write, "delete", len(chunk), ids=list(chunk))
 
-    async def search(self, vector: np.ndarray, scope: VectorScope, limit: int) -> list[tuple[str, float]]:
-        """Nearest memories visible in ``scope`` as (memory_id, cosine similarity), best first."""
+    async def search(
+        self, vector: np.ndarray, scope: VectorScope, limit: int, consistency: str | None = None
+    ) -> list[tuple[str, float]]:
+        """Nearest memories visible in ``scope`` as (memory_id, cosine similarity), best first;
+        ``consistency``: a Milvus consistency level for this search (default: the collection's)."""
         query = np.asarray(vector, dtype=np.float32)
         if query.shape != (self._dim,):
             raise ValueError(f"query vector must have shape ({self._dim},)")
@@ -283,6 +294,7 @@ class MilvusVectorStore:
             filter=expr,
             limit=min(limit, _MAX_TOPK),
             output_fields=["memory_id"],
+            **({"consistency_level": consistency} if consistency else {}),
         )
         return [(str(hit.id), float(hit.distance)) for hit in result[0]]
 

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engram.models.domain import Memory
 from engram.models.enums import Status
+from engram.storage.id_lists import among
 from engram.storage.repositories.keys import UserKeys
 from engram.storage.repositories.rows import memory_from_row, open_labels, seal_labels
 from engram.storage.schema import memories
@@ -76,7 +77,7 @@ class MemoryRepository:
         if not memory_ids:
             return {}
         query = select(memories).where(
-            and_(memories.c.user_id == user_id, memories.c.memory_id.in_(list(memory_ids)))
+            and_(memories.c.user_id == user_id, among(self.conn, memories.c.memory_id, memory_ids))
         )
         return {m.memory_id: m for m in await self._load(user_id, query)}
 
@@ -143,6 +144,15 @@ class MemoryRepository:
             .group_by(memories.c.app_id, memories.c.is_important)
         )
         return {(app, bool(imp)): n for app, imp, n in (await self.conn.execute(query)).all()}
+
+    async def count_by_model(self, user_id: str, statuses: Sequence[Status]) -> dict[str, int]:
+        """The user's memories in ``statuses`` counted by the embedding model of their vectors."""
+        query = (
+            select(memories.c.embedding_model, func.count())
+            .where(and_(memories.c.user_id == user_id, memories.c.status.in_([s.value for s in statuses])))
+            .group_by(memories.c.embedding_model)
+        )
+        return {str(model): int(n) for model, n in (await self.conn.execute(query)).all()}
 
     async def load(self, user_id: str, query: Select[Any]) -> list[Memory]:
         """Run a select of whole memory rows of one user and decrypt them (queries built elsewhere)."""
