@@ -185,13 +185,17 @@ class RecallDeployment:
         (``hits``), were answered cold (``colds``) or built it (``loads``, of which
         ``background_loads`` after cold recalls), the replica's resident memory (``rss_bytes``) and
         its process id (``pid``: which replica answered), and the full collections of its garbage
-        collector with the time they took (``full_collections``, ``full_collection_ms``)."""
+        collector with the time they took (``full_collections``, ``full_collection_ms``), and the
+        cold recalls answered from a Milvus server's index (``index_searches``)."""
         held = self._recaller.snapshots.counts() if self._recaller is not None else SnapshotCache.nothing()
         process = {
             "rss_bytes": float(resident_bytes()),
             "pid": float(os.getpid()),
             **FULL_COLLECTIONS.figures(),
         }
+        # Cold recalls that took their candidates from a Milvus server (actors.cold_index).
+        index = self._recaller.index if self._recaller is not None else None
+        process["index_searches"] = float(getattr(index, "searches", 0))
         return {**self._warm_state, **held, **process}
 
     def _get(self) -> Recaller:

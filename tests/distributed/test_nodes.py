@@ -92,6 +92,32 @@ def test_a_recall_replica_on_a_node_without_the_master_key_refuses_to_start(
         distributed.extra_nodes.remove(node)
 
 
+def test_a_cold_recall_is_answered_from_the_milvus_server(distributed: DistributedCluster) -> None:
+    from ray import serve
+
+    from engram.serve.app import RecallDeployment, recall_app_name
+
+    settings = distributed.app.settings
+    user = f"cold-{uuid.uuid4().hex[:8]}"
+    # More memories than recall.cold_min_memories: a first recall is answered cold, not loaded.
+    notes = [f"Visited museum number {n} in the old town" for n in range(settings.recall.cold_min_memories)]
+    items = [{"content": c, "ownership": "USER", "mem_type": "EPISODIC"} for c in notes]
+    items.append({"content": "Keeps a pet axolotl named Churro", "ownership": "USER", "mem_type": "SEMANTIC"})
+    with httpx.Client(base_url=distributed.app.url, timeout=120) as http:
+        added = http.post(f"{V1}/batch_add_structured", json={"user_id": user, "items": items, "sync": True})
+        assert added.json()["code"] == 0, added.text
+        answer = http.post(f"{V1}/recall", json={"user_id": user, "query": "my axolotl", "top_k": 3}).json()
+    assert answer["code"] == 0, answer
+    assert "Keeps a pet axolotl named Churro" in [m["content"] for m in answer["data"]["memories"]]
+    handle = serve.get_deployment_handle(RecallDeployment.name, app_name=recall_app_name(settings))  # type: ignore[attr-defined]
+    by_pid = {}
+    for _ in range(20 * RECALL_REPLICAS):
+        state = handle.warm_status.remote().result()
+        by_pid[state["pid"]] = state
+    # The replica that answered took the candidates from the index, not from the user's copies.
+    assert sum(state["index_searches"] for state in by_pid.values()) >= 1, by_pid
+
+
 class Load:
     """Writers of single async add_structured and one recall caller, recording what they saw."""
 

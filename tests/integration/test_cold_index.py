@@ -80,7 +80,10 @@ def _index(settings: Settings, stores: Stores) -> IndexSearch:
 
 
 async def _age_copies(stores: Stores) -> None:
-    """Every copy written an hour ago: past any lag of the index, so the index alone finds them."""
+    """Every copy written an hour ago, as if the index had long caught up with them: it has (a
+    count at the collection's Strong consistency waits for every write; the Bounded searches
+    after it see them), so the index alone must find them."""
+    await stores.vectors.count()
     async with stores.metadata.transaction() as tx:
         await tx.conn.execute(update(memory_vectors).values(written_at=utcnow() - timedelta(hours=1)))
 
