@@ -16,9 +16,8 @@ from sqlalchemy import update
 from engram.actors.memory_service import MemoryService
 from engram.actors.recall import Recaller
 from engram.loadtest.seed import fact
-from engram.models.api import DeleteRequest, RecallRequest
+from engram.models.api import RecallRequest
 from engram.models.domain import utcnow
-from engram.models.enums import Level, MemType, Ownership
 from engram.models.settings import Settings
 from engram.storage.embedders import Embedder
 from engram.storage.index_search import IndexSearch, index_search
@@ -26,8 +25,9 @@ from engram.storage.schema import memory_vectors
 from engram.storage.stores import Stores, open_stores
 from engram.storage.vectors import MilvusVectorStore
 from tests.conftest import ManualClock
-from tests.integration.test_cold_recall import NEVER, TOPICS
+from tests.integration.test_cold_recall import NEVER
 from tests.support.bilingual_store import ALL_ASKED
+from tests.support.cold_scopes import TOPICS, scattered_notes, scattered_request
 from tests.support.service import remember
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -98,29 +98,7 @@ async def test_a_cold_recall_from_the_index_sees_exactly_what_a_warm_one_sees(
 ) -> None:
     settings, stores, service = server_settings, server_stores, server_service
     rng = random.Random(31)
-    owners: dict[str, str] = {}
-    for i in range(60):
-        app = rng.choice([None, "shop", "clinic"])
-        session = rng.choice([None, "s1", "s2"]) if app is not None or rng.random() < 0.3 else None
-        level = Level.SESSION if session else (Level.APP if app else Level.GLOBAL)
-        expires = clock.now + timedelta(hours=1) if rng.random() < 0.15 else None
-        user = rng.choice(["u1", "u1", "u1", "u2"])
-        owners[
-            await remember(
-                service,
-                f"Note {i}: talks about {rng.choice(TOPICS)} with {rng.choice(TOPICS)}",
-                user,
-                app_id=app,
-                session_id=session,
-                level=level,
-                ownership=rng.choice([Ownership.USER, Ownership.AGENT]),
-                mem_type=rng.choice([MemType.SEMANTIC, MemType.EPISODIC]),
-                expire_at=expires,
-            )
-        ] = user
-    for memory_id in rng.sample(list(owners), 8):
-        await service.delete(DeleteRequest(user_id=owners[memory_id], memory_id=memory_id))
-    clock.advance(hours=2)
+    await scattered_notes(service, rng, clock)
     await _age_copies(stores)
     index = _index(settings, stores)
     cold = _recaller(settings, stores, clock, index, snapshot_admit_after=NEVER, cold_index_candidates=100)
@@ -128,25 +106,7 @@ async def test_a_cold_recall_from_the_index_sees_exactly_what_a_warm_one_sees(
     checked = 0
     try:
         for _ in range(60):
-            request = RecallRequest.model_validate(
-                {
-                    "user_id": rng.choice(["u1", "u2", "nobody"]),
-                    "query": f"what about {rng.choice(TOPICS)}",
-                    "scope": {
-                        "include_global": rng.random() < 0.7,
-                        "app_id": rng.choice([None, "shop", "clinic"]),
-                        "session_id": rng.choice([None, "s1", "s2"]),
-                    },
-                    "filter": {
-                        "ownership": rng.choice([[], ["USER"], ["AGENT"]]),
-                        "mem_type": rng.choice([[], ["SEMANTIC"]]),
-                    },
-                    "include_archived": rng.random() < 0.3,
-                    "as_of": rng.choice([None, clock.now - timedelta(days=1), clock.now]),
-                    "min_relevance": 0,
-                    "top_k": 100,
-                }
-            )
+            request = scattered_request(rng, clock)
             expected = await _ids(warm, request)
             assert sorted(await _ids(cold, request)) == sorted(expected), request
             checked += bool(expected)

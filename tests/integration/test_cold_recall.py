@@ -13,17 +13,17 @@ from engram.actors.memory_service import MemoryService
 from engram.actors.recall import Recaller
 from engram.loadtest.seed import fact
 from engram.models.api import DeleteRequest, RecallRequest
-from engram.models.enums import Level, MemType, Ownership
+from engram.models.enums import Level
 from engram.models.settings import Settings
 from engram.storage.stores import Stores
 from tests.conftest import ManualClock
 from tests.support.bilingual_store import ALL_ASKED
+from tests.support.cold_scopes import TOPICS, scattered_notes, scattered_request
 from tests.support.service import remember
 
 pytestmark = pytest.mark.integration
 
 NEVER = 10**9
-TOPICS = ["tea", "coffee", "Lisbon", "the violin", "chess", "sushi", "hiking", "Python", "jazz", "Kyoto"]
 
 
 def _recaller(settings: Settings, stores: Stores, clock: ManualClock, **recall: object) -> Recaller:
@@ -55,52 +55,11 @@ async def test_a_cold_recall_sees_exactly_what_a_warm_one_sees(
     settings: Settings, stores: Stores, service: MemoryService, clock: ManualClock
 ) -> None:
     rng = random.Random(30)
-    owners: dict[str, str] = {}
-    for i in range(60):
-        app = rng.choice([None, "shop", "clinic"])
-        session = rng.choice([None, "s1", "s2"]) if app is not None or rng.random() < 0.3 else None
-        level = Level.SESSION if session else (Level.APP if app else Level.GLOBAL)
-        expires = clock.now + timedelta(hours=1) if rng.random() < 0.15 else None
-        user = rng.choice(["u1", "u1", "u1", "u2"])
-        owners[
-            await remember(
-                service,
-                f"Note {i}: talks about {rng.choice(TOPICS)} with {rng.choice(TOPICS)}",
-                user,
-                app_id=app,
-                session_id=session,
-                level=level,
-                ownership=rng.choice([Ownership.USER, Ownership.AGENT]),
-                mem_type=rng.choice([MemType.SEMANTIC, MemType.EPISODIC]),
-                expire_at=expires,
-            )
-        ] = user
-    # By the order written, not by id: ids are random, and which 8 go must not change between runs.
-    for memory_id in rng.sample(list(owners), 8):
-        await service.delete(DeleteRequest(user_id=owners[memory_id], memory_id=memory_id))
-    clock.advance(hours=2)  # the expiring ones are past their time
+    await scattered_notes(service, rng, clock)
     cold, warm = _cold(settings, stores, clock), _warm(settings, stores, clock)
     checked = 0
     for _ in range(80):
-        request = RecallRequest.model_validate(
-            {
-                "user_id": rng.choice(["u1", "u2", "nobody"]),
-                "query": f"what about {rng.choice(TOPICS)}",
-                "scope": {
-                    "include_global": rng.random() < 0.7,
-                    "app_id": rng.choice([None, "shop", "clinic"]),
-                    "session_id": rng.choice([None, "s1", "s2"]),
-                },
-                "filter": {
-                    "ownership": rng.choice([[], ["USER"], ["AGENT"]]),
-                    "mem_type": rng.choice([[], ["SEMANTIC"]]),
-                },
-                "include_archived": rng.random() < 0.3,
-                "as_of": rng.choice([None, clock.now - timedelta(days=1), clock.now]),
-                "min_relevance": 0,
-                "top_k": 100,
-            }
-        )
+        request = scattered_request(rng, clock)
         expected = await _ids(warm, request)
         assert sorted(await _ids(cold, request)) == sorted(expected), request
         checked += bool(expected)
