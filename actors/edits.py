@@ -57,7 +57,7 @@ class Edits:
             memory = await tx.memories.get(request.user_id, request.memory_id)
             if memory is None or memory.status is not Status.ACTIVE or memory.content is None:
                 raise not_found(NO_ACTIVE_MEMORY, request.memory_id)
-            before = replace(memory, custom_tags=list(memory.custom_tags))
+            before = replace(memory)
             current = weight_now(memory, now, self.settings.decay)
             if request.content is not None and request.content != memory.content:
                 cipher = await tx.keys.cipher(memory.user_id)
@@ -77,7 +77,7 @@ class Edits:
                 if "expire_at" in fields:
                     memory.expire_at = request.expire_at
                 if "custom_tags" in fields and request.custom_tags is not None:
-                    memory.custom_tags = list(dict.fromkeys(request.custom_tags))
+                    memory.custom_tags = tuple(dict.fromkeys(request.custom_tags))
                 if memory.is_important and not before.is_important:
                     await check_important_mark(tx, self.settings, memory)
                 memory.weight = self._weight_after_update(memory, current, content_changes)

@@ -171,7 +171,7 @@ class PlanApplier:
         memory.weight_at = now
         memory.content = plan.text
         memory.content_hash = content_hash(plan.text, hash_key)
-        memory.entities = list(
+        memory.entities = tuple(
             dict.fromkeys([*memory.entities, *plan.fact.entities, *statements.entities(plan.text)])
         )[:8]
         memory.embedding_model = self._embedder.model_name

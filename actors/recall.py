@@ -21,7 +21,7 @@ from engram.actors.cold_recall import ColdRead, ColdRecall, answers_cold
 from engram.actors.lexical import Bm25Index, fuse, language, tokenize
 from engram.actors.profile import Profiles
 from engram.actors.recall_explain import Scored
-from engram.actors.snapshot import SnapshotCache, UserSnapshot, VectorSource
+from engram.actors.snapshot import SnapshotCache, UserSnapshot, VectorSource, entity_tokens_of
 from engram.actors.views import recalled_memory
 from engram.models.api import RecallRequest, RecallResponse
 from engram.models.api_explain import RecallExplanation
@@ -235,7 +235,7 @@ class Recaller:
         settings = self.settings.recall
         embedded = await self._embedder.embed([m.content or "" for m in memories])
         cosine = np.asarray(embedded, dtype=np.float32) @ np.asarray(query_vector, dtype=np.float32)
-        entity_tokens = [frozenset(t for e in m.entities for t in tokenize(e)) for m in memories]
+        entity_tokens = [entity_tokens_of(m) for m in memories]
         entity = entity_overlap(entity_tokens, set(tokenize(query)))
         signals = RelevanceSignals(
             semantic=ranking.cosines_to_relevance(cosine, settings),
@@ -324,10 +324,10 @@ def relevance_signals(
     )
 
 
-def entity_overlap(entity_tokens: Sequence[frozenset[str]], query_tokens: set[str]) -> np.ndarray:
-    """Each memory's share of its entity tokens that the query names."""
+def entity_overlap(entity_tokens: Sequence[tuple[str, ...]], query_tokens: set[str]) -> np.ndarray:
+    """Each memory's share of its (distinct) entity tokens that the query names."""
     return np.array(
-        [len(tokens & query_tokens) / len(tokens) if tokens else 0.0 for tokens in entity_tokens],
+        [sum(t in query_tokens for t in tokens) / len(tokens) if tokens else 0.0 for tokens in entity_tokens],
         dtype=np.float64,
     )
 

@@ -59,7 +59,9 @@ class UserSnapshot:
     memories: list[Memory]
     vectors: np.ndarray
     lexicon: Bm25Index
-    entity_tokens: list[frozenset[str]] = field(default_factory=list)
+    # Each memory's distinct entity tokens, as tuples: the collector stops tracking a tuple of strings
+    # (a frozenset it walks in every full collection, #30).
+    entity_tokens: list[tuple[str, ...]] = field(default_factory=list)
     # Each memory's script (``lexical.language``): lexical evidence only counts within one language.
     languages: list[str | None] = field(default_factory=list)
     # What the snapshot holds in memory (``snapshot_bytes``), counted against the cache's bound.
@@ -318,6 +320,11 @@ class SnapshotCache:
         return assemble(version, self._monotonic(), memories, [stored[m.memory_id] for m in memories], dim)
 
 
+def entity_tokens_of(memory: Memory) -> tuple[str, ...]:
+    """The distinct tokens of a memory's entities, in the order first seen."""
+    return tuple(dict.fromkeys(t for e in memory.entities for t in tokenize(e)))
+
+
 def assemble(
     version: int, loaded_at: float, memories: list[Memory], vectors: Sequence[np.ndarray], dim: int
 ) -> UserSnapshot:
@@ -334,7 +341,7 @@ def assemble(
         memories=memories,
         vectors=matrix,
         lexicon=Bm25Index([tokenize(m.content or "") for m in memories]),
-        entity_tokens=[frozenset(t for e in m.entities for t in tokenize(e)) for m in memories],
+        entity_tokens=[entity_tokens_of(m) for m in memories],
         languages=[language(m.content or "") for m in memories],
     )
     snapshot.nbytes = snapshot_bytes(snapshot)

@@ -50,9 +50,12 @@ class Memory:
     deleted_at: datetime | None = None
     source_session_id: str | None = None
     source_msg_id: str | None = None
-    custom_tags: list[str] = field(default_factory=list)
+    # Tuples, not lists: a tuple of strings leaves the garbage collector's view after its first
+    # collection, and a Recall replica holds hundreds of thousands of memories (#30: the labels'
+    # lists were half of what each full collection walked).
+    custom_tags: tuple[str, ...] = ()
     # Key entities of the fact (people, places, products): a first step towards entity memory.
-    entities: list[str] = field(default_factory=list)
+    entities: tuple[str, ...] = ()
     vector_ref: str | None = None
     invalid_at: datetime | None = None
     superseded_by: str | None = None
@@ -103,7 +106,7 @@ class SweepRow:
     weight: float
     weight_at: datetime
     is_important: bool
-    custom_tags: list[str]
+    custom_tags: tuple[str, ...]
     expire_at: datetime | None
     archived_at: datetime | None
     deleted_at: datetime | None

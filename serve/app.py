@@ -39,7 +39,7 @@ from engram.serve.auth import Authenticator, startup_notice
 from engram.serve.backend import EngramBackend
 from engram.serve.extraction import ExtractionDeployment, extraction_options
 from engram.serve.handle_lookup import LazyDeploymentHandle
-from engram.serve.heap import FULL_COLLECTIONS, freeze_long_lived, resident_bytes
+from engram.serve.heap import FULL_COLLECTIONS, freeze_long_lived, heap_census, resident_bytes
 from engram.serve.http_app import RECALL_PATH, build_http_app
 from engram.serve.memory_core import build_recaller
 from engram.serve.metrics import install_ray_metrics
@@ -179,24 +179,24 @@ class RecallDeployment:
         return self._gate.stats()
 
     async def warm_status(self) -> dict[str, float]:
-        """Whether this replica's snapshot warm-up has finished, for how many users, how long it took,
-        how many objects it left to the garbage collector's permanent generation; how many
-        snapshots (and bytes of them) the replica holds now, how many recalls found theirs held
-        (``hits``), were answered cold (``colds``) or built it (``loads``, of which
-        ``background_loads`` after cold recalls), the replica's resident memory (``rss_bytes``) and
-        its process id (``pid``: which replica answered), and the full collections of its garbage
-        collector with the time they took (``full_collections``, ``full_collection_ms``), and the
-        cold recalls answered from a Milvus server's index (``index_searches``)."""
-        held = self._recaller.snapshots.counts() if self._recaller is not None else SnapshotCache.nothing()
+        """The warm-up (done, users, seconds, objects frozen); snapshots and bytes held, recalls that
+        found theirs (``hits``), were answered cold (``colds``, from a Milvus server's index:
+        ``index_searches``) or loaded it (``loads``, ``background_loads`` after cold recalls); the
+        replica's ``rss_bytes`` and ``pid``; its ``full_collections`` and ``full_collection_ms``."""
+        recaller = self._recaller
+        held = recaller.snapshots.counts() if recaller is not None else SnapshotCache.nothing()
+        index = recaller.index if recaller is not None else None
         process = {
             "rss_bytes": float(resident_bytes()),
             "pid": float(os.getpid()),
             **FULL_COLLECTIONS.figures(),
+            "index_searches": float(getattr(index, "searches", 0)),
         }
-        # Cold recalls that took their candidates from a Milvus server (actors.cold_index).
-        index = self._recaller.index if self._recaller is not None else None
-        process["index_searches"] = float(getattr(index, "searches", 0))
         return {**self._warm_state, **held, **process}
+
+    def heap_census(self) -> dict[str, int]:
+        """What this replica's full garbage collections walk, by type name (``serve.heap``)."""
+        return heap_census()
 
     def _get(self) -> Recaller:
         # Engines are created lazily on the replica's own event loop (DESIGN, Ray facts).

@@ -15,6 +15,7 @@ import os
 import resource
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 
@@ -69,3 +70,10 @@ class FullCollections:
 
 
 FULL_COLLECTIONS = FullCollections()
+
+
+def heap_census(top: int = 25) -> dict[str, int]:
+    """What a full collection walks now: the objects it tracks outside the frozen generation, by
+    type name, the ``top`` most common (an operator's question; type names only, no values)."""
+    counts = Counter(type(o).__name__ for o in gc.get_objects())
+    return {"tracked": sum(counts.values()), "frozen": gc.get_freeze_count(), **dict(counts.most_common(top))}

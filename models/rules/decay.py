@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -77,7 +77,7 @@ class Weighted(Protocol):
     @property
     def is_important(self) -> bool: ...
     @property
-    def custom_tags(self) -> list[str]: ...
+    def custom_tags(self) -> Sequence[str]: ...
 
 
 def weight_now(memory: Weighted, now: datetime, settings: DecaySettings) -> float:

@@ -66,8 +66,8 @@ def new_memory(
         expire_at=expire_at,
         source_session_id=session_id,
         source_msg_id=source_msg_id,
-        custom_tags=list(dict.fromkeys(custom_tags or [])),
-        entities=list(dict.fromkeys(entities or [])),
+        custom_tags=tuple(dict.fromkeys(custom_tags or [])),
+        entities=tuple(dict.fromkeys(entities or [])),
         vector_ref=memory_id,
         source_type=source_type,
     )

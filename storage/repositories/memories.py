@@ -29,7 +29,7 @@ class EvictionRow:
     weight_at: datetime
     is_important: bool
     last_recalled_at: datetime | None
-    custom_tags: list[str]
+    custom_tags: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +131,7 @@ class MemoryRepository:
                 weight_at=r["weight_at"],
                 is_important=r["is_important"],
                 last_recalled_at=r["last_recalled_at"],
-                custom_tags=open_labels(cipher, r)[0] if cipher is not None else [],
+                custom_tags=open_labels(cipher, r)[0] if cipher is not None else (),
             )
             for r in rows
         ]

@@ -124,18 +124,18 @@ def seal_labels(cipher: ContentCipher, memory_id: str, tags: Sequence[str], enti
     return cipher.seal_bytes(body.encode(), f"labels:{memory_id}")
 
 
-def open_labels(cipher: ContentCipher | None, row: AnyRow) -> tuple[list[str], list[str]]:
+def open_labels(cipher: ContentCipher | None, row: AnyRow) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(tags, entities) of a row: sealed ones, else a row written before 0005, else none (no key)."""
     blob = row["labels"]
     if blob is None:
-        return list(row["custom_tags"]), list(row["entities"])
+        return tuple(row["custom_tags"]), tuple(row["entities"])
     if cipher is None:
-        return [], []
+        return (), ()
     opened = cipher.open_bytes(bytes(blob), f"labels:{row['memory_id']}")
     if opened is None:
-        return [], []
+        return (), ()
     data = json.loads(opened)
-    return list(data["tags"]), list(data["entities"])
+    return tuple(data["tags"]), tuple(data["entities"])
 
 
 def seal_reason(cipher: ContentCipher, memory_id: str, reason: str) -> bytes:

@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from engram.serve.heap import FullCollections, freeze_long_lived
+from engram.serve.heap import FullCollections, freeze_long_lived, heap_census
 
 pytestmark = pytest.mark.unit
 
@@ -38,3 +38,23 @@ def test_full_collections_are_counted_with_their_time_and_younger_ones_are_not()
         assert counter.total_ms > 0
     finally:
         gc.callbacks.remove(counter._on_phase)
+
+
+class _Probe:
+    """A type of this test's own, to find among the census's names."""
+
+
+def test_the_census_counts_what_a_full_collection_walks_by_type_and_not_the_frozen() -> None:
+    frozen_probes = [_Probe() for _ in range(50)]
+    try:
+        freeze_long_lived()
+        later = [_Probe() for _ in range(30)]
+        census = heap_census(top=10_000)
+        # Only the 30 made after the freeze are walked; the 50 frozen ones are counted apart.
+        assert census["_Probe"] == len(later)
+        assert census["frozen"] == gc.get_freeze_count() >= len(frozen_probes)
+        assert census["tracked"] >= len(later) + 1
+        # The most common types first, after the two totals; values are counts, never contents.
+        assert list(heap_census(top=2))[:2] == ["tracked", "frozen"] and len(heap_census(top=2)) == 4
+    finally:
+        gc.unfreeze()
