@@ -108,6 +108,6 @@ async def test_rows_written_before_the_migration_are_sealed_when_the_stores_open
         assert history.changes[0].reason == f"legacy reason about {PLACE}"
         async with reopened.metadata.transaction(readonly=True) as tx:
             purged = (await tx.memories.get_many("purged-user", [gone]))[gone]
-        assert purged.custom_tags == [] and purged.entities == []
+        assert purged.custom_tags == () and purged.entities == ()
     finally:
         await reopened.close()
