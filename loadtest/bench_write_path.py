@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -35,7 +36,8 @@ def _request(n: int, users: int) -> AddStructuredRequest:
 
 async def bench(writes: int, callers: int, users: int, batch: int) -> dict[str, Any]:
     """Run the benchmark on fresh stores in a temporary directory."""
-    settings = Settings(storage={"data_dir": tempfile.mkdtemp(prefix="engram-bench-")})
+    data_dir = tempfile.mkdtemp(prefix="engram-bench-")
+    settings = Settings(storage={"data_dir": data_dir})
     stores = await open_stores(settings)
     core = build_core(settings, stores)
     service, write_path = core.service, core.write_path
@@ -73,6 +75,7 @@ async def bench(writes: int, callers: int, users: int, batch: int) -> dict[str, 
         await write_path.close()
         await service.drain()
         await stores.close()
+        shutil.rmtree(data_dir, ignore_errors=True)  # each run left its stores in /tmp
 
 
 def main(argv: Sequence[str] | None = None) -> int:
