@@ -25,7 +25,7 @@ from engram.storage.schema import memory_vectors
 from engram.storage.stores import Stores, open_stores
 from engram.storage.vectors import MilvusVectorStore
 from tests.conftest import ManualClock
-from tests.integration.test_cold_recall import NEVER
+from tests.integration.test_cold_recall import NEVER, _ids
 from tests.support.bilingual_store import ALL_ASKED
 from tests.support.cold_scopes import TOPICS, scattered_notes, scattered_request
 from tests.support.service import remember
@@ -91,11 +91,6 @@ async def _age_copies(stores: Stores) -> None:
     await stores.vectors.count()
     async with stores.metadata.transaction() as tx:
         await tx.conn.execute(update(memory_vectors).values(written_at=utcnow() - timedelta(hours=1)))
-
-
-async def _ids(recaller: Recaller, request: RecallRequest) -> list[str]:
-    response = await recaller.recall(request, hits=lambda *_: None)
-    return [m.memory_id for m in response.memories]
 
 
 async def test_a_cold_recall_from_the_index_sees_exactly_what_a_warm_one_sees(
