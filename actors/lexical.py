@@ -205,6 +205,10 @@ class Bm25Index:
         term_id = self._vocabulary.get(term)
         return 0.0 if term_id is None else float(self._idf[term_id])
 
+    def unseen_idf(self) -> float:
+        """The idf a term would have if no document held it (the largest possible)."""
+        return math.log1p((self.size + 0.5) / 0.5)
+
     def scores(self, query_tokens: Iterable[str]) -> np.ndarray:
         """BM25 score of every document for the query (each distinct query term counted once)."""
         scores = np.zeros(self.size, dtype=np.float64)

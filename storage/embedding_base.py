@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -33,6 +34,45 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of shape (len(texts), dim); raises EmbeddingError naming failed indices."""
         ...
+
+
+@runtime_checkable
+class QueryEmbedder(Protocol):
+    """An asymmetric embedder: questions are embedded differently from the texts they look for."""
+
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Query vectors of shape (len(texts), dim)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """An affine map of a model's query-to-memory cosines onto USE's scale, so ``recall.cosine_floor``,
+    ``cosine_ceiling`` and ``min_relevance`` mean the same whichever model is on."""
+
+    scale: float = 1.0
+    offset: float = 0.0
+
+    def apply(self, cosines: np.ndarray) -> np.ndarray:
+        """``scale * cosine + offset`` for every cosine."""
+        mapped: np.ndarray = np.asarray(cosines, dtype=np.float64) * self.scale + self.offset
+        return mapped
+
+
+IDENTITY = Calibration()
+
+
+async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Vectors for questions: the embedder's query side where it has one, else ``embed``."""
+    if isinstance(embedder, QueryEmbedder):
+        return await embedder.embed_queries(texts)
+    return await embedder.embed(texts)
+
+
+def calibration_of(embedder: Embedder) -> Calibration:
+    """The embedder's cosine calibration (identity for models whose cosines are USE-like)."""
+    found = getattr(embedder, "calibration", None)
+    return found if isinstance(found, Calibration) else IDENTITY
 
 
 def normalised(raw: Any, rows: int, dim: int) -> np.ndarray:

@@ -47,6 +47,7 @@ from engram.serve.evaluation.locomo_ingest import (
 from engram.serve.evaluation.metrics import ScoreCard, latency_summary
 from engram.serve.memory_core import build_core
 from engram.storage.embedders import Embedder
+from engram.storage.embedding_base import embed_queries
 from engram.storage.stores import Stores, open_stores
 
 Mode = Literal["turns", "extract"]
@@ -255,7 +256,7 @@ async def _baselines(
     contents, _ = memory_contents(turns)
     dia_ids = [t.dia_id for t in turns]
     turn_vectors = await embedder.embed(contents)
-    question_vectors = await embedder.embed([q.question for q in questions])
+    question_vectors = await embed_queries(embedder, [q.question for q in questions])
     similarities = question_vectors.astype(np.float64) @ turn_vectors.astype(np.float64).T
     index = Bm25Index([tokenize(c) for c in contents])
     no_entities = np.zeros(len(contents))
