@@ -33,6 +33,13 @@ from engram.storage.quick_reads import QuickReader, read_key
 from engram.storage.repositories.memories import RecallBookkeeping
 
 
+# Recall's lexical signal is the idf-weighted share of the query's words that a memory holds
+# (``actors.recall.lexical_coverage``). BM25's length normalisation (b = 0.75) ranked a long memory
+# holding the query's words under short ones: on LoCoMo dev hit@10 was 0.695 with it and
+# 0.717 without, every leave-one-out fold choosing b = 0 (docs/evaluation.md).
+LENGTH_NORMALISATION = 0.0
+
+
 class VectorSource(Protocol):
     """Where a snapshot reads stored vectors: the vector store, or the process that owns it."""
 
@@ -340,7 +347,7 @@ def assemble(
         loaded_at=loaded_at,
         memories=memories,
         vectors=matrix,
-        lexicon=Bm25Index([tokenize(m.content or "") for m in memories]),
+        lexicon=Bm25Index([tokenize(m.content or "") for m in memories], b=LENGTH_NORMALISATION),
         entity_tokens=[entity_tokens_of(m) for m in memories],
         languages=[language(m.content or "") for m in memories],
     )

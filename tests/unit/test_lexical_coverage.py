@@ -4,12 +4,15 @@ and how a query word that no memory holds counts in a mixed-language store (#31)
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
 from engram.actors.lexical import Bm25Index, tokenize
 from engram.actors.recall import lexical_coverage
+from engram.actors.snapshot import UserSnapshot, assemble
+from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.unit
 
@@ -51,3 +54,28 @@ def test_a_query_of_unseen_words_only_covers_nothing_either_way() -> None:
     index = _index()
     for count in (False, True):
         assert not lexical_coverage(index, tokenize("volcano"), count_unseen=count).any()
+
+
+def _snapshot(contents: list[str]) -> UserSnapshot:
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    memories = [build_memory(now, memory_id=f"m{i}", user_id="u1", content=c) for i, c in enumerate(contents)]
+    return assemble(1, 0.0, memories, [np.ones(4, dtype=np.float32) / 2 for _ in memories], 4)
+
+
+def test_a_long_memory_holding_every_query_word_covers_it_as_fully_as_a_short_one() -> None:
+    # Recall's lexicon has no length normalisation (actors.snapshot.LENGTH_NORMALISATION): with
+    # BM25's b = 0.75 the short memory holding one of the two words ranked above the long one
+    # holding both (LoCoMo's evidence turns are often the long ones).
+    snapshot = _snapshot(
+        [
+            "Melanie: We went camping in the mountains last weekend with the kids and roasted "
+            "marshmallows around the fire, and the view from the top of the hike was amazing",
+            "Melanie: camping is fun",
+            "Caroline: I painted a sunset",
+        ]
+    )
+    coverage = lexical_coverage(snapshot.lexicon, tokenize("marshmallows camping"))
+    assert coverage[0] == pytest.approx(1.0)
+    assert coverage[0] > coverage[1] > coverage[2] == 0.0
+    textbook = Bm25Index([tokenize(m.content or "") for m in snapshot.memories])
+    assert snapshot.lexicon.b == 0.0 and textbook.b == 0.75
