@@ -5,7 +5,8 @@ proposal (only references it was given; a SUPERSEDE needs a real contradiction; 
 merged statement). Without an LLM, in ``append`` mode, or when the LLM fails or times out, the
 deterministic rules of ``evolution_rules`` decide (``evolution.degraded_mode``; off, the add fails
 instead). Duplicates within one batch are caught first. An LLM NONE on a fact naming a value no
-candidate holds is overruled, and an LLM ADD of another value of a candidate's attribute is a SUPERSEDE.
+candidate holds, or contradicting the memory it cites, is overruled, and an LLM ADD of another value
+of a candidate's attribute is a SUPERSEDE.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class Evolver:
             if mode == "append":
                 plans.append(self._append_only(fact, hashes[i], vectors[i], mine, existing))
                 continue
-            plan = self._validated(fact, hashes[i], vectors[i], mine, proposals.get(i), existing)
+            plan = self.validated(fact, hashes[i], vectors[i], mine, proposals.get(i), existing)
             if plan.target is not None and plan.target.memory_id in claimed and plan.op != "NONE":
                 # An earlier fact of this batch already changed that memory: decide again on its new text.
                 plan = self._by_rules(
@@ -174,7 +175,7 @@ class Evolver:
                 METRICS.degraded.inc(1, {"stage": "evolution", "reason": "engine_error"})
         return proposals
 
-    def _validated(
+    def validated(
         self,
         fact: Fact,
         content_hash: str,
@@ -183,6 +184,8 @@ class Evolver:
         proposal: EvolutionOutput | str | None,
         existing: Sequence[Existing],
     ) -> Plan:
+        """The plan for one fact: the LLM's proposal where the rules' own analysis bears it out,
+        else the rules' decision (no proposal, a failed call, or a proposal the analysis refutes)."""
         if not isinstance(proposal, EvolutionOutput):
             if proposal and not self._settings.degraded_mode:
                 # Degraded mode off: an LLM failure fails the add instead of the rules deciding (W5).
@@ -215,10 +218,16 @@ class Evolver:
                 fact, content_hash, vector, candidates, existing, "LLM cited an unknown memory; rejected: "
             )
         if proposal.event == "NONE":
-            if self._new_to_all(fact, [target] if target is not None else candidates):
+            cited = [target] if target is not None else candidates
+            if self._new_to_all(fact, cited):
                 # A new code, number, date, amount, name or attribute value is never a repeat.
                 return self._by_rules(
                     fact, content_hash, vector, candidates, existing, "LLM NONE overruled, new value: "
+                )
+            if any(rules.contradicts(c.text, fact.text) for c in cited):
+                # "I quit Google" against "Works at Google" reads alike but ends it: never a repeat.
+                return self._by_rules(
+                    fact, content_hash, vector, candidates, existing, "LLM NONE overruled, contradiction: "
                 )
             return Plan("NONE", fact, content_hash, vector, reason, _memory(target, existing))
         if target is None:
