@@ -32,7 +32,6 @@ from engram.storage.metadata import MetadataStore
 from engram.storage.quick_reads import QuickReader, read_key
 from engram.storage.repositories.memories import RecallBookkeeping
 
-
 # Recall's lexical signal is the idf-weighted share of the query's words that a memory holds
 # (``actors.recall.lexical_coverage``). BM25's length normalisation (b = 0.75) ranked a long memory
 # holding the query's words under short ones: on LoCoMo dev hit@10 was 0.695 with it and
