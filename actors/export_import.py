@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import ValidationError
 
+from engram.models.api_base import bounded_context
 from engram.models.domain import GLOBAL_APP, ChangeLogEntry, Memory
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.ids import new_id
@@ -85,6 +86,7 @@ def exported(memory: Memory, vector: np.ndarray | None, changes: Sequence[Change
         confidence=memory.confidence,
         source_type=memory.source_type,
         trust=trust_of(source_of(memory.source_type, memory.ownership)),
+        context=memory.context,
         vector=None if vector is None else encode_vector(vector),
         changes=[
             ExportedChange.model_construct(
@@ -157,6 +159,7 @@ def to_memory(item: ExportedMemory, *, user_id: str, memory_id: str, content_has
         source_msg_id=item.source_msg_id,
         custom_tags=tuple(item.custom_tags),
         entities=tuple(item.entities),
+        context=bounded_context(item.context),
         vector_ref=memory_id,
         invalid_at=item.invalid_at,
         superseded_by=item.superseded_by,

@@ -20,6 +20,7 @@ from engram.actors.engines.base import Engine, EngineError, StructuredRequest, g
 from engram.actors.lexical import tokenize
 from engram.actors.prompts import extraction_messages
 from engram.models.api import AddRequest, Message
+from engram.models.api_base import bounded_context
 from engram.models.enums import MemType, Ownership, Role
 from engram.models.errors import EngramError, ErrorCode
 from engram.models.provenance import Source, is_user_voice, source_for_role
@@ -58,6 +59,8 @@ class Fact:
     message_index: int | None = None
     # Poisoning signals (``models.rules.poisoning``): a fact with any is stored QUARANTINED.
     quarantine: tuple[str, ...] = ()
+    # The request message before the fact's own (Memory.context): what the fact answered.
+    context: str | None = None
 
 
 async def extract_facts(
@@ -217,6 +220,7 @@ def _to_fact(
     role: Role,
 ) -> Fact:
     source = _source_message(extracted, messages, trust_source=trust_source)
+    index = _index_of(source, request)
     said_at = source.timestamp if source is not None and source.timestamp is not None else now
     expires = extracted.expires_in_days
     if expires is not None and (source is None or statements.expiry_days(source.content) is None):
@@ -234,8 +238,20 @@ def _to_fact(
         entities=list(dict.fromkeys(extracted.entities or statements.entities(extracted.text)))[:8],
         custom_tags=list(request.strategy.custom_tags),
         source=source_for_role(role),
-        message_index=_index_of(source, request),
+        message_index=index,
+        context=_context_before(index, request),
     )
+
+
+def _context_before(index: int | None, request: AddRequest) -> str | None:
+    """The conversation message just before message ``index`` (a system prompt or a tool's output
+    is no turn of the conversation, and would tie the same long text to every fact)."""
+    if index is None:
+        return None
+    for message in reversed(request.messages[:index]):
+        if message.role in (Role.USER, Role.ASSISTANT):
+            return bounded_context(message.content)
+    return None
 
 
 def _index_of(message: Message | None, request: AddRequest) -> int | None:

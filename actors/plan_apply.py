@@ -96,6 +96,7 @@ class PlanApplier:
             custom_tags=fact.custom_tags,
             entities=fact.entities,
             source_type=fact.source.value,
+            context=fact.context,
         )
 
     async def _add(

@@ -26,19 +26,27 @@ def screened_content(text: str, policy: SensitivePolicy, app_id: str | None) -> 
 
 
 def screened_request(request: AddStructuredRequest, policy: SensitivePolicy) -> AddStructuredRequest:
-    """The request with its content redacted; 40004 when refused."""
+    """The request with its content and context redacted; 40004 when either is refused."""
     text = screened_content(request.content, policy, request.app_id)
-    return request if text == request.content else request.model_copy(update={"content": text})
+    context = None if request.context is None else screened_content(request.context, policy, request.app_id)
+    if text == request.content and context == request.context:
+        return request
+    return request.model_copy(update={"content": text, "context": context})
 
 
 def screened_fact(fact: Fact, policy: SensitivePolicy, app_id: str | None) -> Fact | Decision:
-    """The fact redacted (entities taken again from the redacted text), or a SKIPPED decision."""
-    result = screen(fact.text, policy.for_app(app_id))
+    """The fact redacted (entities taken again from the redacted text), or a SKIPPED decision.
+
+    Its context (the message before) is another message's words: redacted, whatever the policy
+    says of refusing, so a secret there neither lands in the store nor costs the fact."""
+    modes = policy.for_app(app_id)
+    result = screen(fact.text, modes)
     if result.refused:
         return Decision(op="SKIPPED", reason=f"{refusal_message(result.refused)}; not stored")
+    context = None if fact.context is None else scrub(fact.context, modes)
     if result.text == fact.text:
-        return fact
-    return replace(fact, text=result.text, entities=statements.entities(result.text))
+        return fact if context == fact.context else replace(fact, context=context)
+    return replace(fact, text=result.text, entities=statements.entities(result.text), context=context)
 
 
 def screened_line(item: ExportedMemory, policy: SensitivePolicy) -> ExportedMemory | None:
@@ -60,6 +68,8 @@ def screened_line(item: ExportedMemory, policy: SensitivePolicy) -> ExportedMemo
         for c in item.changes
     ]
     update: dict[str, object] = {"changes": changes}
+    if item.context:
+        update["context"] = scrub(item.context, modes)
     if result.text != item.content:
         update |= {"content": result.text, "vector": None, "entities": statements.entities(result.text)}
     return item.model_copy(update=update)

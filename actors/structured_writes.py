@@ -15,6 +15,7 @@ import numpy as np
 from engram.actors import statements
 from engram.actors.sensitive import screened_request
 from engram.models.api import AddStructuredRequest, BatchItemResult
+from engram.models.api_base import bounded_context
 from engram.models.domain import Memory
 from engram.models.enums import Level, OpSource, OpType, Ownership, Status
 from engram.models.errors import EngramError
@@ -197,6 +198,7 @@ class StructuredWrites:
             custom_tags=request.custom_tags,
             entities=statements.entities(request.content),
             source_type=Source.STRUCTURED.value,
+            context=bounded_context(request.context),
         )
 
 

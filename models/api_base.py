@@ -12,9 +12,21 @@ from engram.models.enums import Level
 MAX_MESSAGES = 200
 MAX_CONTENT_CHARS = 16_000
 MAX_TAGS = 32
+# A memory's context (the message it answered) only feeds the lexical index: a bound keeps a pasted
+# document from outweighing the memory itself.
+MAX_CONTEXT_CHARS = 2_000
 
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, strip_whitespace=True)]
 Content = Annotated[str, StringConstraints(min_length=1, max_length=MAX_CONTENT_CHARS)]
+ContextText = Annotated[str, StringConstraints(max_length=MAX_CONTEXT_CHARS)]
+
+
+def bounded_context(text: str | None) -> str | None:
+    """A context as stored: None when blank, else its last ``MAX_CONTEXT_CHARS`` characters (the
+    end of a message is what the next one answers)."""
+    if text is None or not text.strip():
+        return None
+    return text.strip()[-MAX_CONTEXT_CHARS:]
 
 
 class RequestModel(BaseModel):

@@ -13,6 +13,7 @@ from engram.models.api_base import (
     MAX_MESSAGES,
     MAX_TAGS,
     Content,
+    ContextText,
     RequestModel,
     Tag,
     check_scope,
@@ -56,6 +57,13 @@ class AddRequest(RequestModel):
         return self
 
 
+CONTEXT_DOC = (
+    "The message this memory answered or followed (e.g. the question before an answer), at most "
+    "2,000 characters: its words help recall find the memory; it is never returned as content, is "
+    "screened like content and goes with the memory in an export."
+)
+
+
 class AddStructuredRequest(RequestModel):
     """``add_structured``: one ready memory, skipping extraction and evolution (C4, W6)."""
 
@@ -71,6 +79,7 @@ class AddStructuredRequest(RequestModel):
     valid_at: Instant | None = None
     custom_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     source_msg_id: Identifier | None = None
+    context: ContextText | None = Field(None, description=CONTEXT_DOC)
     sync: bool = False
 
     @model_validator(mode="after")
@@ -96,6 +105,7 @@ class BatchItem(RequestModel):
     valid_at: Instant | None = None
     custom_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     source_msg_id: Identifier | None = None
+    context: ContextText | None = Field(None, description=CONTEXT_DOC)
 
 
 class BatchAddStructuredRequest(RequestModel):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.models.api import MemoryView
+from engram.models.api_base import MAX_CONTEXT_CHARS
 from engram.models.bounds import Count, Instant, UnitFloat
 from engram.models.enums import Level, MemType, OpSource, OpType, Ownership, Status
 from engram.models.ids import Identifier, MemoryId
@@ -116,6 +117,8 @@ class ExportedMemory(BaseModel):
     source_type: str = Field(max_length=32)
     # Derived from source_type (models.provenance), for readers of the file; an import ignores it.
     trust: Trust | None = None
+    # The message the memory answered (Memory.context); absent in files written before it existed.
+    context: str | None = Field(None, max_length=MAX_CONTEXT_CHARS)
     # float32 little-endian, base64; None when the vector store held none (it is then re-embedded).
     vector: str | None
     changes: list[ExportedChange] = Field(default_factory=list, max_length=10_000)

@@ -2,7 +2,8 @@
 
 Embeds every turn and question with USE and with e5 (query side for questions), then, for each e5
 share and semantic weight of a grid, ranks the turns as recall does (calibrated cosine mapped by
-``recall.cosine_floor`` / ``cosine_ceiling``, lexical coverage, the weighted mean of
+``recall.cosine_floor`` / ``cosine_ceiling``, lexical coverage over each turn's words and its
+context's (the turn before it, as ``engram eval locomo`` stores it), the weighted mean of
 ``actors.lexical.fuse``; no entity signal) and counts hit@10. Weights are chosen by
 leave-one-conversation-out: each conversation is scored with the weights best on the other four.
 Prints the calibration of the chosen share and every figure; takes ~2 min on 2 cores.
@@ -23,6 +24,7 @@ from engram.actors.lexical import Bm25Index, fuse, tokenize
 from engram.actors.recall import lexical_coverage
 from engram.actors.snapshot import LENGTH_NORMALISATION
 from engram.serve.evaluation.locomo_data import ADVERSARIAL, load_locomo, memory_contents
+from engram.serve.evaluation.locomo_ingest import previous_turns
 from engram.storage.e5_embedder import E5Embedder
 from engram.storage.embedders import UseEmbedder
 
@@ -51,7 +53,11 @@ async def _embedded(path: Path) -> list[Conversation]:
         texts = [q.question for q in questions]
         use_cos = (await use.embed(texts)) @ (await use.embed(contents)).T
         e5_cos = e5.queries_now(texts) @ e5.passages_now(contents).T
-        index = Bm25Index([tokenize(c) for c in contents], b=LENGTH_NORMALISATION)
+        before = previous_turns(conv)
+        terms = [
+            tokenize(c) + tokenize(before.get(t.dia_id, "")) for t, c in zip(turns, contents, strict=True)
+        ]
+        index = Bm25Index(terms, b=LENGTH_NORMALISATION)
         lexical = np.stack([lexical_coverage(index, tokenize(t)) for t in texts])
         evidence = [set(q.evidence) for q in questions]
         out.append(

@@ -41,6 +41,7 @@ def new_memory(
     custom_tags: list[str] | None = None,
     entities: list[str] | None = None,
     source_type: str = "conversation",
+    context: str | None = None,
 ) -> Memory:
     """A new ACTIVE memory at its type's initial weight (W7)."""
     memory_id = new_id()
@@ -70,4 +71,5 @@ def new_memory(
         entities=tuple(dict.fromkeys(entities or [])),
         vector_ref=memory_id,
         source_type=source_type,
+        context=context,
     )

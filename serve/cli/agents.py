@@ -25,6 +25,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     locomo.add_argument("--convs", help="comma-separated sample ids (default: all)")
     locomo.add_argument("--mode", choices=["turns", "extract"], default="turns", help="how to ingest")
     locomo.add_argument("--engine", help="extraction engine for --mode extract (default: configured)")
+    locomo.add_argument(
+        "--no-context",
+        action="store_true",
+        help="--mode turns: store each turn without the turn before it as its context",
+    )
     locomo.add_argument("--out", help="also write the JSON result to this file")
     locomo.add_argument("--data-dir", help="data dir for the stores (default: a temporary one)")
     locomo.add_argument(
@@ -54,6 +59,7 @@ def eval_locomo(args: argparse.Namespace) -> int:
         convs=convs,
         mode=args.mode,
         engine=args.engine,
+        turn_context=not args.no_context,
         out=Path(args.out) if args.out else None,
         data_dir=Path(args.data_dir) if args.data_dir else None,
         max_sessions=args.max_sessions,

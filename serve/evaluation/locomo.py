@@ -65,6 +65,8 @@ class EvalOptions:
     convs: list[str] | None = None
     mode: Mode = "turns"
     engine: str | None = None
+    # turns mode: each turn carries the turn before it in its session as its context.
+    turn_context: bool = True
     out: Path | None = None
     data_dir: Path | None = None
     max_sessions: int | None = None
@@ -189,7 +191,9 @@ async def _evaluate_one(
     run.undated_sessions += sum(1 for s in conversation.sessions if s.date is None)
     t0 = time.perf_counter()
     if options.mode == "turns":
-        ingested, duplicates = await ingest_conversation_turns(service, conversation, progress)
+        ingested, duplicates = await ingest_conversation_turns(
+            service, conversation, progress, with_context=options.turn_context
+        )
         run.duplicates += duplicates
     else:
         ingested = await ingest_conversation_extract(service, conversation, progress)
@@ -290,6 +294,7 @@ def _report(
         "benchmark": "locomo",
         "mode": options.mode,
         "engine": (options.engine or "default") if options.mode == "extract" else None,
+        "turn_context": options.turn_context if options.mode == "turns" else None,
         "embedder": model_name,
         "data": str(options.data),
         "conversations": [c.sample_id for c in conversations],

@@ -3,6 +3,7 @@ above the data, then each conversation ingested as turns or through extraction."
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -10,6 +11,7 @@ from engram.actors.engines.base import Engine
 from engram.actors.engines.factory import engine_from_settings
 from engram.actors.memory_service import MemoryService
 from engram.models.api import AddRequest, AddStructuredRequest, Message
+from engram.models.api_base import MAX_CONTEXT_CHARS
 from engram.models.enums import Level, MemType, Ownership, Role
 from engram.models.settings import Settings
 from engram.serve.evaluation.locomo_data import Conversation, HarnessError, memory_contents, turn_content
@@ -42,12 +44,14 @@ def say(progress: TextIO, line: str) -> None:
 
 
 async def ingest_conversation_turns(
-    service: MemoryService, conversation: Conversation, progress: TextIO
+    service: MemoryService, conversation: Conversation, progress: TextIO, *, with_context: bool = True
 ) -> tuple[int, int]:
-    """Store every turn as one USER / EPISODIC / GLOBAL memory; returns (turns, duplicates renamed)."""
+    """Store every turn as one USER / EPISODIC / GLOBAL memory, with the turn before it in its session
+    as its context unless ``with_context`` is off; returns (turns, duplicates renamed)."""
     turns = conversation.turns()
     contents, duplicates = memory_contents(turns)
     dates = {t.dia_id: s.date for s in conversation.sessions for t in s.turns}
+    before = previous_turns(conversation) if with_context else {}
     for done, (turn, content) in enumerate(zip(turns, contents, strict=True), start=1):
         await service.add_structured(
             AddStructuredRequest(
@@ -58,12 +62,23 @@ async def ingest_conversation_turns(
                 content=content,
                 valid_at=dates[turn.dia_id],
                 source_msg_id=turn.dia_id,
+                context=before.get(turn.dia_id),
                 sync=True,
             )
         )
         if done % 100 == 0 or done == len(turns):
             say(progress, f"  ingested {done}/{len(turns)} turns")
     return len(turns), duplicates
+
+
+def previous_turns(conversation: Conversation) -> dict[str, str]:
+    """Each turn's predecessor in its session, as stored content (a session's first turn has none),
+    by dia id: what an agent storing turns as they come knows when it stores one."""
+    before: dict[str, str] = {}
+    for session in conversation.sessions:
+        for prior, turn in pairwise(session.turns):
+            before[turn.dia_id] = turn_content(prior)[:MAX_CONTEXT_CHARS]
+    return before
 
 
 def add_requests(conversation: Conversation) -> list[AddRequest]:

@@ -131,7 +131,7 @@ class MemoryRepository:
                 weight_at=r["weight_at"],
                 is_important=r["is_important"],
                 last_recalled_at=r["last_recalled_at"],
-                custom_tags=open_labels(cipher, r)[0] if cipher is not None else (),
+                custom_tags=open_labels(cipher, r).tags if cipher is not None else (),
             )
             for r in rows
         ]
@@ -195,7 +195,9 @@ class MemoryRepository:
             "source_msg_id": memory.source_msg_id,
             "custom_tags": [],
             "entities": [],
-            "labels": seal_labels(cipher, memory.memory_id, memory.custom_tags, memory.entities),
+            "labels": seal_labels(
+                cipher, memory.memory_id, memory.custom_tags, memory.entities, memory.context
+            ),
             "vector_ref": memory.vector_ref,
             "embedding_model": memory.embedding_model,
             "valid_at": memory.valid_at,

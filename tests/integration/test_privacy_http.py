@@ -286,7 +286,9 @@ async def test_export_then_import_into_a_fresh_instance_round_trips(
     app: PrivacyApp, settings: Settings, tmp_path: Path, clock: ManualClock, embedder: Any
 ) -> None:
     first = await add(app, "ex1", "Grows tomatoes on the balcony", custom_tags=["garden"])
-    await add(app, "ex1", "Works at a bakery", app_id="jobs", is_important=True)
+    await add(
+        app, "ex1", "Works at a bakery", app_id="jobs", is_important=True, context="Where do you work now?"
+    )
     await add(app, "ex1", "Met Ana at the conference", app_id="jobs", session_id="s9", level="SESSION")
     await app.ok("update", {"user_id": "ex1", "memory_id": first, "content": "Grows tomatoes and basil"})
     await app.ok("recall", {"user_id": "ex1", "query": "tomatoes", "min_relevance": 0})
@@ -295,6 +297,12 @@ async def test_export_then_import_into_a_fresh_instance_round_trips(
     assert len(lines) == 3
     item = json.loads(next(line for line in lines if json.loads(line)["memory_id"] == first))
     assert [c["op_type"] for c in item["changes"]] == ["ADD", "UPDATE"] and item["vector"]
+    # The context (the message a memory answered) goes with it, and an import keeps it.
+    assert sorted(str(json.loads(line)["context"]) for line in lines) == [
+        "None",
+        "None",
+        "Where do you work now?",
+    ]
 
     fresh_settings = Settings(storage={"data_dir": tmp_path / "fresh"}, recall={"timeout_ms": 30_000})
     fresh_stores = await open_stores(fresh_settings, embedder=embedder)
