@@ -211,6 +211,7 @@ async def mark_purged(
             deleted_at=at,
             updated_at=at,
             content=b"",
+            context=None,
             custom_tags=[],
             entities=[],
             labels=None,

@@ -97,6 +97,8 @@ memories = Table(
     Column("superseded_by", ID),
     Column("confidence", Float, nullable=False, default=1.0),
     Column("source_type", String(32), nullable=False, default="conversation"),
+    # The message the memory answered (Memory.context), sealed like content; NULL when none.
+    Column("context", LargeBinary),
     # D5: the recall filter, the eviction order and the lifecycle scans.
     Index(None, "user_id", "app_id", "level", "ownership", "mem_type", "status"),
     Index(None, "user_id", "level", "app_id", "weight", "last_recalled_at"),

@@ -53,7 +53,7 @@ async def sweep_rows(tx: MetadataTx, user_id: str, cipher: ContentCipher | None)
             weight=r["weight"],
             weight_at=r["weight_at"],
             is_important=r["is_important"],
-            custom_tags=open_labels(cipher, r).tags,
+            custom_tags=open_labels(cipher, r)[0],
             expire_at=r["expire_at"],
             archived_at=r["archived_at"],
             deleted_at=r["deleted_at"],

@@ -113,8 +113,10 @@ class PlacedCopy:
     invalid_at: datetime | None
     expire_at: datetime | None
     embedding_model: str
-    # The memory's text (None when it does not open), for a cold recall's lexical candidates.
+    # The memory's text (None when it does not open) and its context, for a cold recall's lexical
+    # candidates.
     content: str | None
+    context: str | None
     # None: the memory has no readable copy (written before copies existed, or its copy was lost).
     vector: np.ndarray | None
 
@@ -140,6 +142,7 @@ _PLACED = (
     type_coerce(memories.c.expire_at, String),
     memories.c.embedding_model,
     memories.c.content,
+    memories.c.context,
     memory_vectors.c.vector,
 )
 _LEVELS = {e.value: e for e in Level}
@@ -184,7 +187,22 @@ def opened_placed(
         return []
     wanted = {s.value for s in statuses}
     placed: list[PlacedCopy] = []
-    for mid, app, session, level, owner, mem_type, status, valid, invalid, expire, model, text, blob in rows:
+    for (
+        mid,
+        app,
+        session,
+        level,
+        owner,
+        mem_type,
+        status,
+        valid,
+        invalid,
+        expire,
+        model,
+        text,
+        context,
+        blob,
+    ) in rows:
         if status not in wanted:
             continue
         data = None if blob is None else cipher.open_bytes(bytes(blob), mid)
@@ -203,6 +221,7 @@ def opened_placed(
                 _instant(expire),
                 model,
                 cipher.decrypt(bytes(text)) if text else None,
+                cipher.decrypt(bytes(context)) if context else None,
                 None if data is None else _decode(data),
             )
         )

@@ -131,7 +131,7 @@ class MemoryRepository:
                 weight_at=r["weight_at"],
                 is_important=r["is_important"],
                 last_recalled_at=r["last_recalled_at"],
-                custom_tags=open_labels(cipher, r).tags if cipher is not None else (),
+                custom_tags=open_labels(cipher, r)[0] if cipher is not None else (),
             )
             for r in rows
         ]
@@ -179,6 +179,7 @@ class MemoryRepository:
             "ownership": memory.ownership.value,
             "mem_type": memory.mem_type.value,
             "content": cipher.encrypt(memory.content),
+            "context": None if memory.context is None else cipher.encrypt(memory.context),
             "weight": memory.weight,
             "weight_at": memory.weight_at,
             "status": memory.status.value,
@@ -195,9 +196,7 @@ class MemoryRepository:
             "source_msg_id": memory.source_msg_id,
             "custom_tags": [],
             "entities": [],
-            "labels": seal_labels(
-                cipher, memory.memory_id, memory.custom_tags, memory.entities, memory.context
-            ),
+            "labels": seal_labels(cipher, memory.memory_id, memory.custom_tags, memory.entities),
             "vector_ref": memory.vector_ref,
             "embedding_model": memory.embedding_model,
             "valid_at": memory.valid_at,

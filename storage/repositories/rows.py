@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import and_, or_
 from sqlalchemy.dialects import postgresql, sqlite
@@ -38,7 +38,7 @@ def upsert(conn: AsyncConnection, table: Any, values: dict[str, Any]) -> Any:
 
 def memory_from_row(row: AnyRow, cipher: ContentCipher | None) -> Memory:
     """A memory row, opened with its user's cipher (None: content and labels read as absent)."""
-    tags, entities, context = open_labels(cipher, row)
+    tags, entities = open_labels(cipher, row)
     return Memory(
         memory_id=row["memory_id"],
         user_id=row["user_id"],
@@ -71,7 +71,7 @@ def memory_from_row(row: AnyRow, cipher: ContentCipher | None) -> Memory:
         superseded_by=row["superseded_by"],
         confidence=row["confidence"],
         source_type=row["source_type"],
-        context=context,
+        context=open_sealed(cipher, row["context"]),
     )
 
 
@@ -119,41 +119,24 @@ def task_from_row(row: RowMapping, cipher: ContentCipher | None) -> WriteTask:
 # --- sealed labels and reasons (migration 0005) ------------------------------------------------
 
 
-class Labels(NamedTuple):
-    """What describes a memory besides its content, sealed together in ``memories.labels``."""
-
-    tags: tuple[str, ...] = ()
-    entities: tuple[str, ...] = ()
-    context: str | None = None
+def seal_labels(cipher: ContentCipher, memory_id: str, tags: Sequence[str], entities: Sequence[str]) -> bytes:
+    """A memory's custom tags and entity names, sealed with its user's key and bound to the memory."""
+    body = json.dumps({"tags": list(tags), "entities": list(entities)}, ensure_ascii=False)
+    return cipher.seal_bytes(body.encode(), f"labels:{memory_id}")
 
 
-def seal_labels(
-    cipher: ContentCipher,
-    memory_id: str,
-    tags: Sequence[str],
-    entities: Sequence[str],
-    context: str | None = None,
-) -> bytes:
-    """A memory's custom tags, entity names and context, sealed with its user's key and bound to
-    the memory (a forget wipes them with the content)."""
-    labels: dict[str, object] = {"tags": list(tags), "entities": list(entities)}
-    if context is not None:
-        labels["context"] = context
-    return cipher.seal_bytes(json.dumps(labels, ensure_ascii=False).encode(), f"labels:{memory_id}")
-
-
-def open_labels(cipher: ContentCipher | None, row: AnyRow) -> Labels:
-    """A row's labels: sealed ones, else a row written before 0005, else none (no key)."""
+def open_labels(cipher: ContentCipher | None, row: AnyRow) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(tags, entities) of a row: sealed ones, else a row written before 0005, else none (no key)."""
     blob = row["labels"]
     if blob is None:
-        return Labels(tuple(row["custom_tags"]), tuple(row["entities"]))
+        return tuple(row["custom_tags"]), tuple(row["entities"])
     if cipher is None:
-        return Labels()
+        return (), ()
     opened = cipher.open_bytes(bytes(blob), f"labels:{row['memory_id']}")
     if opened is None:
-        return Labels()
+        return (), ()
     data = json.loads(opened)
-    return Labels(tuple(data["tags"]), tuple(data["entities"]), data.get("context"))
+    return tuple(data["tags"]), tuple(data["entities"])
 
 
 def seal_reason(cipher: ContentCipher, memory_id: str, reason: str) -> bytes:

@@ -55,8 +55,8 @@ async def test_the_context_survives_an_update_and_goes_with_a_purge(
     async with stores.metadata.transaction() as tx:
         await mark_purged(tx, "u1", [answered], datetime.now(UTC), "purge")
     async with stores.metadata.engine.connect() as conn:
-        labels = (await conn.execute(select(memories.c.labels))).scalars().all()
-    assert labels == [None]
+        left = (await conn.execute(select(memories.c.context, memories.c.content))).all()
+    assert [tuple(r) for r in left] == [(None, b"")]
 
 
 async def test_a_secret_in_the_context_is_redacted(service: MemoryService, stores: Stores) -> None:
@@ -103,6 +103,7 @@ async def test_an_extracted_fact_keeps_the_message_before(service: MemoryService
 
 
 async def test_the_context_is_sealed_on_disk(tmp_path: Path) -> None:
+    """Sealed like content, in its own column (read by the cold path without opening labels)."""
     settings = Settings(storage={"data_dir": tmp_path / "data"}, recall={"timeout_ms": 30_000})
     stores = await open_stores(settings)
     try:

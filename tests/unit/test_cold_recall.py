@@ -37,6 +37,7 @@ def _copy(memory_id: str, direction: list[float], **fields: Any) -> PlacedCopy:
         "expire_at": None,
         "embedding_model": "m",
         "content": f"note {memory_id}",
+        "context": None,
         "vector": np.asarray(direction, dtype=np.float32),
     }
     values.update(fields)
