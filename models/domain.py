@@ -63,7 +63,7 @@ class Memory:
     source_type: str = "conversation"
     # The message this memory answered or followed in its conversation, when the writer knew it:
     # its words are indexed for recall's lexical signal (a turn like "I went to Woodhaven" is found
-    # by the question it answers) and it is never part of what the memory says. Sealed with labels.
+    # by the question it answers) and it is never part of what the memory says. Sealed like content.
     context: str | None = None
 
 
