@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from collections.abc import Mapping
 from typing import Any, TypeVar, cast
 
@@ -56,6 +55,7 @@ from engram.serve.shard_vectors import ShardVectors
 from engram.serve.sweep_scheduler import start_scheduler
 from engram.serve.switch_gate import GatedBackend
 from engram.serve.tracing import continue_trace, sync_tracing
+from engram.serve.warm_up import warm_up
 from engram.storage.embedders import build_embedder
 from engram.storage.keyring import master_key_check
 from engram.storage.switch_reader import SwitchReader
@@ -149,21 +149,11 @@ class RecallDeployment:
         self._warming = asyncio.get_running_loop().create_task(self._warm_snapshots())
 
     async def _warm_snapshots(self) -> None:
-        started = time.monotonic()
-        users = 0
-        try:
-            users = await self._get().snapshots.warm(self.settings.recall.warm_users)
-        except Exception as exc:  # a failed warm-up only means slower first recalls
-            log.warning("snapshot warm-up stopped: %s", type(exc).__name__)
-        # A thousand warm snapshots are a million long-lived objects, and every full collection
-        # walked them all: ~170 ms with the replica stalled, every ~12 s under load.
-        frozen = freeze_long_lived()
-        self._warm_state = {
-            "done": 1.0,
-            "users": float(users),
-            "seconds": time.monotonic() - started,
-            "frozen_objects": float(frozen),
-        }
+        limit = self.settings.recall.warm_users
+        self._warm_state = await warm_up(self._shards_ready, self._get().snapshots, limit)
+
+    async def _shards_ready(self) -> None:
+        await asyncio.gather(*(shard.ready.remote() for shard in self._shards))
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         """The recall-only HTTP app of this replica (called by Serve once the constructor is done)."""
