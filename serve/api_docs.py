@@ -75,7 +75,9 @@ def _fields(schema: dict[str, Any]) -> list[str]:
     rows = ["| field | type | required |", "|---|---|---|"]
     for name, spec in properties.items():
         rows.append(f"| `{name}` | {_type(spec)} | {'yes' if name in required else 'no'} |")
-    return [*rows, ""]
+    described = [(name, spec["description"]) for name, spec in properties.items() if "description" in spec]
+    notes = [f"- `{name}`: {text}" for name, text in described]
+    return [*rows, "", *([*notes, ""] if notes else [])]
 
 
 def _type(spec: dict[str, Any]) -> str:
