@@ -18,6 +18,7 @@ from engram.models.api_base import MAX_CONTEXT_CHARS, bounded_context
 from engram.models.domain import Memory
 from engram.models.enums import Level, MemType, Ownership, Status
 from engram.storage.vector_copies import PlacedCopy
+from tests.support.memories import build_memory
 
 pytestmark = pytest.mark.unit
 
@@ -25,23 +26,7 @@ NOW = datetime(2026, 12, 7, tzinfo=UTC)
 
 
 def _memory(content: str, context: str | None) -> Memory:
-    return Memory(
-        memory_id="m1",
-        user_id="u1",
-        app_id="",
-        level=Level.GLOBAL,
-        ownership=Ownership.USER,
-        mem_type=MemType.EPISODIC,
-        content=content,
-        weight=0.5,
-        weight_at=NOW,
-        created_at=NOW,
-        updated_at=NOW,
-        valid_at=NOW,
-        content_hash="h",
-        embedding_model="m",
-        context=context,
-    )
+    return build_memory(NOW, content=content, context=context)
 
 
 def _placed(memory_id: str, content: str, context: str | None) -> PlacedCopy:
