@@ -89,9 +89,7 @@ def _by_words(seen: list[PlacedCopy], query: str, limit: int) -> list[int]:
     if not terms or limit <= 0:
         return []
     # A memory's context counts as its words, as in the lexicon a warm recall ranks by.
-    texts = [
-        fold(p.content or "") if p.context is None else fold(f"{p.content or ''} {p.context}") for p in seen
-    ]
+    texts = [fold(" ".join(t for t in (p.content, p.context) if t)) for p in seen]
     found = np.array([[term in text for term in terms] for text in texts], dtype=bool)
     df = found.sum(axis=0)
     idf = np.log1p((len(seen) - df + 0.5) / (df + 0.5))

@@ -5,6 +5,7 @@ whole and the replica started with no user warm. Real SQLite and milvus-lite, re
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ async def test_the_warm_up_waits_for_the_migration(tmp_path: Path) -> None:
     finally:
         await recaller.close()
         await stores.close()
-    with sqlite3.connect(settings.storage.data_dir / "engram.db") as db:
+    with closing(sqlite3.connect(settings.storage.data_dir / "engram.db")) as db:
         assert db.execute("SELECT version_num FROM alembic_version").fetchone() == ("0011",)
 
 
