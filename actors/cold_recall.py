@@ -30,9 +30,8 @@ from engram.models.api import RecallRequest
 from engram.models.rules import ranking
 from engram.models.settings import RecallSettings
 from engram.storage import vector_copies
-from engram.storage.crypto import ContentCipher
 from engram.storage.metadata import MetadataStore
-from engram.storage.quick_reads import QuickReader, read_key
+from engram.storage.quick_reads import PlacedRead, QuickReader, read_key
 from engram.storage.vector_copies import PlacedCopy
 
 log = logging.getLogger(__name__)
@@ -44,8 +43,8 @@ class ColdRead:
 
     version: int
     placed: list[PlacedCopy]
-    # The user's key as the first read found it, for the quick read of the candidates.
-    cipher: ContentCipher | None = None
+    # The SQLite file's read (``QuickReader.placed_read``), which opens the candidates itself.
+    rows: PlacedRead | None = None
     # Set when the candidates are to be searched in the vector index (``placed`` is then empty).
     index: IndexRead | None = None
 
@@ -88,13 +87,19 @@ def _by_words(seen: list[PlacedCopy], query: str, limit: int) -> list[int]:
     terms = search_terms(query)
     if not terms or limit <= 0:
         return []
-    # A memory's context counts as its words, as in the lexicon a warm recall ranks by.
-    texts = [fold(" ".join(t for t in (p.content, p.context) if t)) for p in seen]
-    found = np.array([[term in text for term in terms] for text in texts], dtype=bool)
+    texts = [fold(_words_of(p)) for p in seen]
+    # Term by term (a row per term, then transposed): a fifth of the time of a row per memory.
+    found = np.array([[term in text for text in texts] for term in terms], dtype=bool).T
     df = found.sum(axis=0)
     idf = np.log1p((len(seen) - df + 0.5) / (df + 0.5))
     score = found @ idf
     return [int(i) for i in np.argsort(-score, kind="stable")[:limit] if score[i] > 0]
+
+
+def _words_of(copy: PlacedCopy) -> str:
+    # A memory's context counts as its words, as in the lexicon a warm recall ranks by.
+    content = copy.content or ""
+    return f"{content} {copy.context}" if copy.context else content
 
 
 class ColdRecall:
@@ -134,10 +139,11 @@ class ColdRecall:
             if self._small(self._quick.count_with_status(user_id, RECALLABLE)):
                 return None
             key = await read_key(self._metadata, user_id)
-            version, rows, cipher = self._quick.placed_read(user_id, key)
-            placed = vector_copies.opened_placed(user_id, rows, cipher, RECALLABLE)
+            rows = self._quick.placed_read(user_id, RECALLABLE, key)
+            version = rows.version
+            placed = vector_copies.opened_placed(user_id, rows.placed, rows.cipher, RECALLABLE)
         else:
-            cipher = None
+            rows = None
             async with self._metadata.transaction(readonly=True) as tx:
                 version = await tx.versions.read(user_id)
                 placed = await vector_copies.placed_for_user(tx, user_id, RECALLABLE)
@@ -148,7 +154,7 @@ class ColdRecall:
                 return None
             if copy.vector.shape != (self._dim,):
                 return None
-        return ColdRead(version, placed, cipher)
+        return ColdRead(version, placed, rows)
 
     def _small(self, memories: int) -> bool:
         # A user without memories is answered cold: nothing to load, and an empty snapshot held for
@@ -178,8 +184,8 @@ class ColdRecall:
         nearest = candidates(read.placed, flt, query_vector, query, now, limit)
         user_id = flt.scope.user_id
         ids = [p.memory_id for p in nearest]
-        if self._quick is not None and read.cipher is not None:
-            opened = self._quick.memories(user_id, ids, read.cipher)
+        if read.rows is not None:
+            opened = read.rows.memories_of(ids)
         else:
             async with self._metadata.transaction(readonly=True) as tx:
                 opened = await tx.memories.get_many(user_id, ids)
@@ -187,8 +193,9 @@ class ColdRecall:
         vectors = []
         for copy in nearest:
             memory = opened.get(copy.memory_id)
-            # Changed since the first read (the version moved): the warm path's gate decides on the
-            # row as it is now, with the vector it had then.
+            # Read again through SQLAlchemy, a memory may have changed since the first read (the
+            # version moved): the warm path's gate decides on the row as it is now, with the vector
+            # it had then. The SQLite file's rows come from the first read itself.
             if memory is not None and memory.content is not None and copy.vector is not None:
                 memories.append(memory)
                 vectors.append(copy.vector)

@@ -11,9 +11,11 @@ for a writer. PostgreSQL keeps the async path:
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from engram.storage.metadata import MetadataStore
 from engram.storage.repositories.memories import RecallBookkeeping
 from engram.storage.repositories.rows import memory_from_row
 from engram.storage.schema import UTCDateTime, memories, switches, user_keys, user_versions
-from engram.storage.vector_copies import copies_statement, opened_copies, placed_statement
+from engram.storage.vector_copies import PLACED_COLUMNS, copies_statement, opened_copies
 
 
 def _sqlite_text(statement: Select[Any]) -> str:
@@ -57,7 +59,6 @@ BOOKKEEPING_SQL = _sqlite_text(
     ).where(and_(memories.c.user_id == bindparam("user_id"), memories.c.status == bindparam("status")))
 )
 
-PLACED_SQL = _sqlite_text(placed_statement())
 COPIES_SQL = _sqlite_text(copies_statement())
 KEY_SQL = _sqlite_text(select(user_keys.c.wrapped_key).where(user_keys.c.user_id == bindparam("user_id")))
 # The statuses' placeholders are added per call.
@@ -66,6 +67,8 @@ COUNT_SQL = _sqlite_text(select(func.count()).where(memories.c.user_id == bindpa
 MEMORIES_SQL = _sqlite_text(select(memories).where(memories.c.user_id == bindparam("user_id")))
 _IDS_PER_QUERY = 500
 _MEMORY_COLUMNS = [c.name for c in memories.c]
+# A whole memory row's placing columns, in ``placed_statement``'s order (less its last, the copy).
+_PLACING = operator.itemgetter(*(_MEMORY_COLUMNS.index(name) for name in PLACED_COLUMNS[:-1]))
 # What SQLAlchemy's column types do to a stored value, done here for the columns that need it.
 _DATETIMES = {c.name for c in memories.c if isinstance(c.type, UTCDateTime)}
 _JSONS = {c.name for c in memories.c if isinstance(c.type, JSON)}
@@ -113,16 +116,21 @@ class QuickReader:
         return int(row[0]) if row else 0
 
     def placed_read(
-        self, user_id: str, key: KeyRing | ContentCipher | None
-    ) -> tuple[int, list[tuple[Any, ...]], ContentCipher | None]:
-        """The user's version, the rows of ``vector_copies.placed_statement`` (sealed:
-        ``opened_placed`` opens them) and the user's cipher, read in one read transaction (``key``
-        as in ``snapshot_rows``): a cold recall's first read, without SQLAlchemy's per-row work."""
+        self, user_id: str, statuses: Sequence[Status], key: KeyRing | ContentCipher | None
+    ) -> PlacedRead:
+        """The user's memories in ``statuses`` as rows of ``vector_copies.placed_statement`` (sealed:
+        ``opened_placed`` opens them) and as whole rows, read in one read transaction (``key`` as in
+        ``snapshot_rows``): a cold recall's first read, which ``memories_of`` then opens candidates
+        from without reading them again."""
         with self._one_read() as conn:
             version = _version(conn, user_id)
             wrapped = _wrapped_key(conn, user_id, key)
-            placed = conn.execute(PLACED_SQL, (user_id,)).fetchall()
-        return version, placed, _cipher(user_id, key, wrapped)
+            sql = f"{MEMORIES_SQL} AND memories.status IN ({', '.join('?' * len(statuses))})"
+            values = conn.execute(sql, (user_id, *(s.value for s in statuses))).fetchall()
+            # Two range reads instead of the join placed_statement makes: a third less time.
+            sealed = dict(conn.execute(COPIES_SQL, (user_id,)).fetchall())
+        placed = [(*_PLACING(v), sealed.get(v[0])) for v in values]
+        return PlacedRead(version, placed, _cipher(user_id, key, wrapped), {v[0]: v for v in values})
 
     def snapshot_rows(
         self, user_id: str, statuses: Sequence[Status], key: KeyRing | ContentCipher | None
@@ -151,21 +159,6 @@ class QuickReader:
             yield conn
         finally:
             conn.execute("COMMIT")
-
-    def memories(
-        self, user_id: str, memory_ids: Sequence[str], cipher: ContentCipher | None
-    ) -> dict[str, Memory]:
-        """The user's memories among ``memory_ids``, as ``tx.memories.get_many`` returns them: a
-        cold recall's candidates opened without SQLAlchemy's per-row work (a third of its time)."""
-        found: dict[str, Memory] = {}
-        ids = list(dict.fromkeys(memory_ids))
-        for start in range(0, len(ids), _IDS_PER_QUERY):
-            chunk = ids[start : start + _IDS_PER_QUERY]
-            sql = f"{MEMORIES_SQL} AND memories.memory_id IN ({', '.join('?' * len(chunk))})"
-            for values in self._connection().execute(sql, (user_id, *chunk)):
-                memory = memory_from_row(_typed(dict(zip(_MEMORY_COLUMNS, values, strict=True))), cipher)
-                found[memory.memory_id] = memory
-        return found
 
     def close(self) -> None:
         """Close the connection; safe to call twice."""
@@ -208,6 +201,26 @@ def _utc(stored: str) -> datetime:
         return datetime.fromisoformat(stored + "+00:00")
     except ValueError:  # not the naive form (a value written some other way): as SQLAlchemy reads it
         return datetime.fromisoformat(stored).replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedRead:
+    """A cold recall's first read (``QuickReader.placed_read``)."""
+
+    version: int
+    # As ``vector_copies.placed_statement`` gives them.
+    placed: list[tuple[Any, ...]]
+    cipher: ContentCipher | None
+    # The same memories' whole rows by id, still sealed: ``memories_of`` opens the candidates'.
+    rows: dict[str, tuple[Any, ...]]
+
+    def memories_of(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """These memories (those read), opened: what ``QuickReader.memories`` gives, with no read."""
+        return {m: _memory(self.rows[m], self.cipher) for m in memory_ids if m in self.rows}
+
+
+def _memory(values: Sequence[Any], cipher: ContentCipher | None) -> Memory:
+    return memory_from_row(_typed(dict(zip(_MEMORY_COLUMNS, values, strict=True))), cipher)
 
 
 def _typed(row: dict[str, Any]) -> dict[str, Any]:

@@ -196,10 +196,11 @@ async def test_the_direct_sqlite_read_places_every_memory_as_the_orm_read_does(
         pytest.skip("quick reads exist for SQLite only")
     try:
         # The key is read with the rows, from the keyring's table in the same database.
-        read_version, rows, cipher = quick.placed_read("q", stores.metadata.keyring)
-        direct = vector_copies.opened_placed("q", rows, cipher, RECALLABLE)
-        assert read_version == version and cipher is not None
-        assert quick.placed_read("nobody", stores.metadata.keyring) == (0, [], None)
+        read = quick.placed_read("q", RECALLABLE, stores.metadata.keyring)
+        direct = vector_copies.opened_placed("q", read.placed, read.cipher, RECALLABLE)
+        assert read.version == version and read.cipher is not None
+        nobody = quick.placed_read("nobody", RECALLABLE, stores.metadata.keyring)
+        assert (nobody.version, nobody.placed, nobody.cipher) == (0, [], None)
     finally:
         quick.close()
 

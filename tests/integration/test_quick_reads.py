@@ -76,7 +76,7 @@ async def test_recall_bookkeeping_matches_the_store(
     assert quick.recall_bookkeeping("nobody") == {}
 
 
-async def test_memories_by_id_match_the_store(
+async def test_the_placed_read_opens_memories_as_the_store_does(
     stores: Stores, service: MemoryService, clock: ManualClock, quick: QuickReader
 ) -> None:
     plain = await remember(service, "Likes tea")
@@ -98,9 +98,12 @@ async def test_memories_by_id_match_the_store(
         expected = await tx.memories.get_many("u1", ids)
         cipher = await tx.keys.existing("u1")
     assert set(expected) == {plain, full, gone}
-    assert quick.memories("u1", ids, cipher) == expected
-    assert quick.memories("u2", ids, cipher) == {}, "another user's ids read as absent"
-    assert quick.memories("u1", ids, None)[full].content is None, "no key, no content"
+    read = quick.placed_read("u1", RECALLABLE, cipher)
+    # The deleted memory is not recallable: not read, so not opened.
+    assert read.memories_of(ids) == {m: expected[m] for m in (plain, full)}
+    assert [row[0] for row in read.placed] == list(read.rows) and set(read.rows) == {plain, full}
+    assert quick.placed_read("u2", RECALLABLE, cipher).memories_of(ids) == {}, "another user's"
+    assert quick.placed_read("u1", RECALLABLE, None).memories_of(ids)[full].content is None, "no key"
 
 
 async def test_per_user_status_reads_search_by_user(
@@ -162,8 +165,8 @@ async def test_with_a_separate_key_store_quick_reads_open_rows_with_the_users_ci
         assert isinstance(key, ContentCipher)
         _, rows, copies = quick.snapshot_rows("u1", RECALLABLE, key)
         assert [m.content for m in rows] == ["Likes tea"] and set(copies) == {kept}
-        _, placed, cipher = quick.placed_read("u1", key)
-        assert [row[0] for row in placed] == [kept] and cipher is key
+        read = quick.placed_read("u1", RECALLABLE, key)
+        assert [row[0] for row in read.placed] == [kept] and read.cipher is key
         async with stores.metadata.transaction() as tx:
             assert await tx.keys.shred("u1")
         assert await read_key(stores.metadata, "u1") is None  # shredded: nothing to open with
