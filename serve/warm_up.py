@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from engram.actors.snapshot import SnapshotCache
-from engram.serve.heap import freeze_long_lived
+from engram.serve.heap import freeze_long_lived, space_full_collections
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +24,9 @@ async def warm_when_ready(ready: Ready, snapshots: SnapshotCache, limit: int) ->
 
 
 async def warm_up(ready: Ready, snapshots: SnapshotCache, limit: int) -> dict[str, float]:
-    """``warm_when_ready``, then the long-lived heap frozen; the replica's warm-up state (done,
-    users, seconds, frozen_objects). A failed warm-up only means slower first recalls."""
+    """``warm_when_ready``, then the long-lived heap frozen and full collections spaced
+    (``heap.space_full_collections``); the replica's warm-up state (done, users, seconds,
+    frozen_objects). A failed warm-up only means slower first recalls."""
     started = time.monotonic()
     users = 0
     try:
@@ -35,6 +36,7 @@ async def warm_up(ready: Ready, snapshots: SnapshotCache, limit: int) -> dict[st
     # A thousand warm snapshots are a million long-lived objects, and every full collection
     # walked them all: ~170 ms with the replica stalled, every ~12 s under load.
     frozen = freeze_long_lived()
+    space_full_collections()
     return {
         "done": 1.0,
         "users": float(users),

@@ -4,6 +4,7 @@ whole and the replica started with no user warm. Real SQLite and milvus-lite, re
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -14,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from engram.actors.memory_service import MemoryService
 from engram.models.settings import Settings
+from engram.serve.heap import FULL_COLLECTION_EVERY
 from engram.serve.memory_core import build_recaller
 from engram.serve.warm_up import warm_up, warm_when_ready
 from engram.storage.migrate import alembic_config, upgrade
@@ -47,15 +49,19 @@ async def test_the_warm_up_waits_for_the_migration(tmp_path: Path) -> None:
     await _downgraded(settings)
     stores = await open_stores(settings, migrate=False)
     recaller = build_recaller(settings, stores.vectors, stores.embedder)
+    thresholds = gc.get_threshold()
     try:
         # What the replica did before: read first, on the schema of the release before.
         with pytest.raises(Exception, match="context"):
             await recaller.snapshots.warm(10)
         failed = await warm_up(_never_ready, recaller.snapshots, 10)
         assert (failed["done"], failed["users"]) == (1.0, 0.0)
+        # Even a failed warm-up leaves the replica's heap frozen and its full collections spaced.
+        assert gc.get_threshold()[2] == FULL_COLLECTION_EVERY
         warmed = await warm_when_ready(lambda: upgrade(stores.metadata.engine), recaller.snapshots, 10)
         assert warmed == 2
     finally:
+        gc.set_threshold(*thresholds)
         await recaller.close()
         await stores.close()
     with closing(sqlite3.connect(settings.storage.data_dir / "engram.db")) as db:

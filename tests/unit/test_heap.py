@@ -6,7 +6,13 @@ import gc
 
 import pytest
 
-from engram.serve.heap import FullCollections, freeze_long_lived, heap_census
+from engram.serve.heap import (
+    FULL_COLLECTION_EVERY,
+    FullCollections,
+    freeze_long_lived,
+    heap_census,
+    space_full_collections,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -58,3 +64,15 @@ def test_the_census_counts_what_a_full_collection_walks_by_type_and_not_the_froz
         assert list(heap_census(top=2))[:2] == ["tracked", "frozen"] and len(heap_census(top=2)) == 4
     finally:
         gc.unfreeze()
+
+
+def test_full_collections_are_spaced_and_the_younger_generations_kept() -> None:
+    before = gc.get_threshold()
+    try:
+        space_full_collections()
+        # 10 is CPython's default; in a Recall replica under load it meant a full collection every
+        # ~12 s, each walking every snapshot loaded since the warm-up (docs/benchmarks.md).
+        assert gc.get_threshold() == (before[0], before[1], FULL_COLLECTION_EVERY)
+        assert FULL_COLLECTION_EVERY > 10
+    finally:
+        gc.set_threshold(*before)
