@@ -80,10 +80,23 @@ def runs() -> Iterator[list[Supervised]]:
 def _listening(
     runs: list[Supervised], data_dir: Path, mode: str = "obedient"
 ) -> tuple[Supervised, RunRecord, list[ProcessInfo]]:
-    """A supervised stub run that listens (kept for the fixture to clean up), its record and processes."""
+    """A supervised stub run that listens (kept for the fixture to clean up), its record and processes
+    (the grandchild among them, but in ``hidden`` mode, where it carries no marker)."""
     run = Supervised(data_dir, mode=mode)
     runs.append(run)
-    return run, run.wait_listening(), run.run_processes()
+    record = run.wait_listening()
+    marked = run.run_processes()
+    if mode == "hidden":
+        return run, record, marked
+    # The stub prints its marker once Popen returns, i.e. once the exec closed its pipe; the kernel
+    # sets up the new image's environment after that, and until then /proc's environ reads empty
+    # (the likely reason CI once found the server alone): look again, bounded.
+    grandchild = int((data_dir / "hidden").read_text())
+    deadline = time.monotonic() + 5
+    while grandchild not in {p.pid for p in marked} and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling process state, bounded
+        marked = run.run_processes()
+    return run, record, marked
 
 
 def _gone_within(processes: list[ProcessInfo], limit_s: float) -> list[ProcessInfo]:
