@@ -63,9 +63,8 @@ COPIES_SQL = _sqlite_text(copies_statement())
 KEY_SQL = _sqlite_text(select(user_keys.c.wrapped_key).where(user_keys.c.user_id == bindparam("user_id")))
 # The statuses' placeholders are added per call.
 COUNT_SQL = _sqlite_text(select(func.count()).where(memories.c.user_id == bindparam("user_id")))
-# Whole memory rows by id; the ids' placeholders are added per call (at most _IDS_PER_QUERY).
+# Whole memory rows of one user; the statuses' placeholders are added per call.
 MEMORIES_SQL = _sqlite_text(select(memories).where(memories.c.user_id == bindparam("user_id")))
-_IDS_PER_QUERY = 500
 _MEMORY_COLUMNS = [c.name for c in memories.c]
 # A whole memory row's placing columns, in ``placed_statement``'s order (less its last, the copy).
 _PLACING = operator.itemgetter(*(_MEMORY_COLUMNS.index(name) for name in PLACED_COLUMNS[:-1]))
@@ -127,7 +126,8 @@ class QuickReader:
             wrapped = _wrapped_key(conn, user_id, key)
             sql = f"{MEMORIES_SQL} AND memories.status IN ({', '.join('?' * len(statuses))})"
             values = conn.execute(sql, (user_id, *(s.value for s in statuses))).fetchall()
-            # Two range reads instead of the join placed_statement makes: a third less time.
+            # Whole rows, then the copies (two range reads, not placed_statement's join): the
+            # candidates are opened from these rows, with no second read (docs/benchmarks.md).
             sealed = dict(conn.execute(COPIES_SQL, (user_id,)).fetchall())
         placed = [(*_PLACING(v), sealed.get(v[0])) for v in values]
         return PlacedRead(version, placed, _cipher(user_id, key, wrapped), {v[0]: v for v in values})
@@ -147,7 +147,7 @@ class QuickReader:
             values = conn.execute(sql, (user_id, *(s.value for s in statuses))).fetchall()
             sealed = conn.execute(COPIES_SQL, (user_id,)).fetchall()
         cipher = _cipher(user_id, key, wrapped)
-        rows = [memory_from_row(_typed(dict(zip(_MEMORY_COLUMNS, v, strict=True))), cipher) for v in values]
+        rows = [_memory(v, cipher) for v in values]
         return version, rows, opened_copies(sealed, cipher)
 
     @contextmanager
@@ -215,7 +215,8 @@ class PlacedRead:
     rows: dict[str, tuple[Any, ...]]
 
     def memories_of(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
-        """These memories (those read), opened: what ``QuickReader.memories`` gives, with no read."""
+        """Those of these memories that were read, opened as ``tx.memories.get_many`` opens them,
+        with no further read."""
         return {m: _memory(self.rows[m], self.cipher) for m in memory_ids if m in self.rows}
 
 
